@@ -1,0 +1,121 @@
+/* fencing--1.0.sql: leases with fencing tokens */
+
+\echo Use "CREATE EXTENSION fencing" to load this file. \quit
+
+-- The token counter and the two pieces of state that place it in a
+-- timeline band (see src/token.c).  All three are non-transactional on
+-- purpose, and dumped by pg_dump so a restore continues above them.
+CREATE SEQUENCE fencing.token_seq AS bigint
+	MINVALUE 1 NO CYCLE CACHE 1;
+CREATE SEQUENCE fencing.token_base AS bigint
+	MINVALUE 0 NO CYCLE CACHE 1;
+CREATE SEQUENCE fencing.token_origin AS bigint
+	MINVALUE -9223372036854775808 MAXVALUE 9223372036854775807 NO CYCLE CACHE 1;
+
+-- One row per lease, written only by the lease functions.  Only the
+-- primary key is indexed and fillfactor leaves room, so every lease call
+-- is a HOT update.
+CREATE TABLE fencing.leases (
+	name			text PRIMARY KEY,
+	holder			text NOT NULL,
+	holder_role		pg_catalog.regrole NOT NULL,
+	token			bigint NOT NULL,
+	acquired_at		timestamptz NOT NULL,
+	expires_at		timestamptz NOT NULL,
+	released_at		timestamptz,
+	holder_changes	bigint NOT NULL DEFAULT 0
+) WITH (fillfactor = 70);
+
+COMMENT ON TABLE fencing.leases IS
+	'Lease rows; written only through the fencing.lease_* functions';
+
+SELECT pg_catalog.pg_extension_config_dump('fencing.leases', '');
+SELECT pg_catalog.pg_extension_config_dump('fencing.token_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('fencing.token_base', '');
+SELECT pg_catalog.pg_extension_config_dump('fencing.token_origin', '');
+
+REVOKE ALL ON fencing.leases, fencing.token_seq, fencing.token_base,
+	fencing.token_origin FROM PUBLIC;
+
+CREATE FUNCTION fencing._bind_token_origin()
+RETURNS void
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_bind_token_origin';
+
+REVOKE ALL ON FUNCTION fencing._bind_token_origin() FROM PUBLIC;
+SELECT fencing._bind_token_origin();
+
+CREATE FUNCTION fencing.next_token()
+RETURNS bigint
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_next_token';
+
+COMMENT ON FUNCTION fencing.next_token() IS
+	'A fresh fencing token: durable, larger than any issued before';
+
+CREATE FUNCTION fencing.lease_acquire(name text, holder text, ttl interval,
+									  wait interval DEFAULT '0')
+RETURNS bigint
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_lease_acquire';
+
+COMMENT ON FUNCTION fencing.lease_acquire(text, text, interval, interval) IS
+	'A new token if the lease is free, expired or held by this holder; else NULL';
+
+CREATE FUNCTION fencing.lease_renew(name text, token bigint, ttl interval)
+RETURNS boolean
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_lease_renew';
+
+COMMENT ON FUNCTION fencing.lease_renew(text, bigint, interval) IS
+	'Extend a live lease held with this token to now + ttl';
+
+CREATE FUNCTION fencing.lease_release(name text, token bigint)
+RETURNS boolean
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_lease_release';
+
+COMMENT ON FUNCTION fencing.lease_release(text, bigint) IS
+	'Free a live lease held with this token';
+
+CREATE FUNCTION fencing.lease_check(name text, token bigint)
+RETURNS boolean
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_lease_check';
+
+COMMENT ON FUNCTION fencing.lease_check(text, bigint) IS
+	'True iff the token is current and the lease live; holds it until commit';
+
+CREATE FUNCTION fencing.fence_check(fence bigint, token bigint)
+RETURNS boolean
+LANGUAGE C IMMUTABLE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'fencing_fence_check';
+
+COMMENT ON FUNCTION fencing.fence_check(bigint, bigint) IS
+	'True iff fence IS NULL OR fence < token: this token may write the row';
+
+CREATE VIEW fencing.lease_status AS
+SELECT l.name,
+	   l.holder,
+	   l.holder_role,
+	   l.token,
+	   l.acquired_at,
+	   l.expires_at,
+	   l.released_at,
+	   CASE
+		   WHEN l.released_at IS NOT NULL THEN 'free'
+		   WHEN l.expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp() THEN 'expired'
+		   ELSE 'held'
+	   END AS state,
+	   CASE
+		   WHEN l.released_at IS NULL
+			AND l.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
+		   THEN l.expires_at OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp()
+	   END AS remaining,
+	   l.holder_changes
+  FROM fencing.leases AS l;
+
+COMMENT ON VIEW fencing.lease_status IS
+	'One row per lease: holder, token, times, state and holder changes';
+
+GRANT SELECT ON fencing.lease_status TO PUBLIC;

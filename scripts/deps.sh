@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# deps.sh: install what building and testing fencing needs, from Debian's
+# archive.  Sourced by demo.sh and test.sh; does nothing when all is there.
+set -euo pipefail
+
+FENCING_PG_MAJOR=${FENCING_PG_MAJOR:-15}
+FENCING_DEB_PACKAGES=(
+	make gcc
+	"postgresql-$FENCING_PG_MAJOR"
+	"postgresql-server-dev-$FENCING_PG_MAJOR"
+	postgresql-common
+	libipc-run-perl
+	python3-psycopg2
+)
+
+fencing_install_deps() {
+	local missing=()
+	local p
+	for p in "${FENCING_DEB_PACKAGES[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+			missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "missing packages: ${missing[*]}; run as root or install them" >&2
+		return 1
+	fi
+	echo "== installing ${missing[*]}"
+	# The server package would create and start a default cluster; we use
+	# throwaway clusters only.
+	mkdir -p /etc/postgresql-common/createcluster.d
+	echo "create_main_cluster = false" >/etc/postgresql-common/createcluster.d/fencing-no-main.conf
+	apt-get update -q >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# Build with warnings as errors and install into the server's directories.
+# Server headers trip -Wunused-parameter, so that one warning stays off.
+fencing_build_install() {
+	local extra=${1:-}
+	export PATH="/usr/lib/postgresql/$FENCING_PG_MAJOR/bin:$PATH"
+	make -s clean >/dev/null
+	make -s PG_CONFIG="/usr/lib/postgresql/$FENCING_PG_MAJOR/bin/pg_config" \
+		PG_CFLAGS="-Wall -Wextra -Werror -Wno-unused-parameter $extra"
+	make -s PG_CONFIG="/usr/lib/postgresql/$FENCING_PG_MAJOR/bin/pg_config" install >/dev/null
+}
+
+# initdb refuses root: throwaway clusters run as postgres, in a copy of the
+# tree that postgres owns.
+fencing_copy_tree_for_postgres() {
+	local dir
+	dir=$(mktemp -d /tmp/fencing-test.XXXXXX)
+	tar --exclude=.git -cf - . | tar -xf - -C "$dir"
+	chown -R postgres:postgres "$dir"
+	echo "$dir"
+}
+
+fencing_as_postgres() {
+	if [ "$(id -u)" -eq 0 ]; then
+		runuser -u postgres -- env PATH="$PATH" "$@"
+	else
+		"$@"
+	fi
+}

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# test.sh: install build dependencies, build with -Wall -Wextra -Werror,
+# install, and run every suite: pg_regress, isolation specs, TAP tests.
+#
+#   sudo scripts/test.sh                 # everything
+#   FENCING_SUITES="regress isolation" sudo scripts/test.sh
+#   PROVE_TESTS=t/002_promotion.pl sudo scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/deps.sh
+
+suites=${FENCING_SUITES:-"regress isolation tap"}
+
+fencing_install_deps
+echo "== building with -Wall -Wextra -Werror ${FENCING_EXTRA_CFLAGS:-}"
+fencing_build_install "${FENCING_EXTRA_CFLAGS:-}"
+
+work=$(fencing_copy_tree_for_postgres)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+
+passed=0
+failed=0
+status=0
+
+run_suite() {
+	local name=$1
+	shift
+	local log="$work/$name.log"
+	echo "== $name"
+	if fencing_as_postgres "$@" >"$log" 2>&1; then
+		cat "$log"
+	else
+		cat "$log"
+		status=1
+		[ -f regression.diffs ] && cat regression.diffs
+		[ -f output_iso/regression.diffs ] && cat output_iso/regression.diffs
+		for f in tmp_check/log/regress_log_*; do
+			[ -f "$f" ] && { echo "---- $f (tail)"; tail -n 60 "$f"; }
+		done
+	fi
+	# count what the runners report
+	local p f
+	p=$(grep -Ec '^(ok|test) .* ok( |$)|^ok [0-9]+ ' "$log" || true)
+	case $name in
+	tap)
+		p=$(sed -n 's/^Files=[0-9]*, Tests=\([0-9]*\).*/\1/p' "$log" | tail -n1)
+		f=$(grep -Ec '^not ok' "$log" || true)
+		[ -n "$p" ] || p=0
+		p=$((p - f))
+		;;
+	*)
+		p=$(grep -Ec '^(ok|test) +[0-9]* *[a-z_0-9]+ +\.\.\. ok|^ok +[0-9]+ +[-+] ' "$log" || true)
+		f=$(grep -Ec '\.\.\. FAILED|^not ok ' "$log" || true)
+		;;
+	esac
+	passed=$((passed + p))
+	failed=$((failed + f))
+}
+
+PGX="pg_virtualenv -v $FENCING_PG_MAJOR"
+for s in $suites; do
+	case $s in
+	regress)
+		[ -n "$(ls sql/*.sql 2>/dev/null)" ] &&
+			run_suite regress $PGX make -s installcheck ISOLATION= TAP_TESTS=
+		;;
+	isolation)
+		[ -n "$(ls specs/*.spec 2>/dev/null)" ] &&
+			run_suite isolation $PGX make -s installcheck REGRESS= TAP_TESTS=
+		;;
+	tap)
+		[ -n "$(ls t/*.pl 2>/dev/null)" ] &&
+			run_suite tap make -s installcheck REGRESS= ISOLATION= ${PROVE_TESTS:+PROVE_TESTS="$PROVE_TESTS"}
+		;;
+	*)
+		echo "unknown suite $s" >&2
+		exit 2
+		;;
+	esac
+done
+
+[ $status -ne 0 ] && [ $failed -eq 0 ] && failed=1
+echo
+echo "fencing: $passed passed, $failed failed"
+exit $status

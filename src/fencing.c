@@ -1,0 +1,119 @@
+/*-------------------------------------------------------------------------
+ *
+ * fencing.c
+ *	  Module entry point, the per-backend cache of the extension's OIDs,
+ *	  and switching to the extension owner for internal queries.
+ *
+ * Every table and sequence of the extension belongs to its owner and no
+ * other role gets privileges on them.  The C functions run their internal
+ * queries as that owner, so callers need only EXECUTE on the functions:
+ * nobody can write a lease row or move a sequence by hand.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "fencing.h"
+
+#include "catalog/namespace.h"
+#include "miscadmin.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "access/relation.h"
+
+#if PG_VERSION_NUM >= 180000
+PG_MODULE_MAGIC_EXT(.name = "fencing",.version = "1.0");
+#else
+PG_MODULE_MAGIC;
+#endif
+
+void		_PG_init(void);
+
+static FencingCatalog catalog;
+static bool catalog_valid = false;
+static bool callback_registered = false;
+
+static void
+fencing_relcache_callback(Datum arg, Oid relid)
+{
+	if (!catalog_valid)
+		return;
+	if (relid == InvalidOid ||
+		relid == catalog.leases_oid ||
+		relid == catalog.token_seq_oid ||
+		relid == catalog.token_base_oid ||
+		relid == catalog.token_origin_oid)
+		catalog_valid = false;
+}
+
+void
+_PG_init(void)
+{
+	if (!callback_registered)
+	{
+		CacheRegisterRelcacheCallback(fencing_relcache_callback, (Datum) 0);
+		callback_registered = true;
+	}
+}
+
+static Oid
+lookup_member(const char *relname, Oid nsp)
+{
+	Oid			relid = get_relname_relid(relname, nsp);
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("relation \"fencing.%s\" does not exist", relname),
+				 errhint("Reinstall the extension with DROP EXTENSION fencing; CREATE EXTENSION fencing.")));
+	return relid;
+}
+
+const FencingCatalog *
+fencing_catalog(void)
+{
+	Relation	rel;
+	Oid			old_token_seq;
+
+	if (catalog_valid)
+		return &catalog;
+
+	old_token_seq = catalog.token_seq_oid;
+	catalog.namespace_oid = get_namespace_oid("fencing", false);
+	catalog.leases_oid = lookup_member("leases", catalog.namespace_oid);
+	catalog.token_seq_oid = lookup_member("token_seq", catalog.namespace_oid);
+	catalog.token_base_oid = lookup_member("token_base", catalog.namespace_oid);
+	catalog.token_origin_oid = lookup_member("token_origin", catalog.namespace_oid);
+
+	rel = relation_open(catalog.leases_oid, AccessShareLock);
+	catalog.owner_oid = rel->rd_rel->relowner;
+	relation_close(rel, AccessShareLock);
+
+	/* a reinstalled extension has a new counter: check its band again */
+	if (old_token_seq != catalog.token_seq_oid)
+		fencing_forget_token_band();
+
+	catalog_valid = true;
+	return &catalog;
+}
+
+/*
+ * SECURITY_RESTRICTED_OPERATION keeps the caller's temporary objects and
+ * role changes out of what runs as the owner.
+ */
+void
+fencing_become_owner(FencingOwnerScope *scope)
+{
+	const FencingCatalog *cat = fencing_catalog();
+
+	GetUserIdAndSecContext(&scope->saved_userid, &scope->saved_sec_context);
+	SetUserIdAndSecContext(cat->owner_oid,
+						   scope->saved_sec_context |
+						   SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+}
+
+void
+fencing_restore_user(const FencingOwnerScope *scope)
+{
+	SetUserIdAndSecContext(scope->saved_userid, scope->saved_sec_context);
+}

@@ -1,0 +1,60 @@
+/*-------------------------------------------------------------------------
+ *
+ * fencing.h
+ *	  Shared declarations of the fencing extension.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef FENCING_H
+#define FENCING_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+
+/* PGDLLEXPORT is implied by PG_FUNCTION_INFO_V1 from PostgreSQL 16 on */
+#if PG_VERSION_NUM >= 160000
+#define FENCING_FUNCTION(name) PG_FUNCTION_INFO_V1(name)
+#else
+#define FENCING_FUNCTION(name) PGDLLEXPORT PG_FUNCTION_INFO_V1(name)
+#endif
+
+/*
+ * SQLSTATEs of our own, class "FN" (fencing).  Standard codes are used
+ * wherever one fits; these cover conditions only this extension has.
+ */
+#define ERRCODE_FENCING_STALE_TOKEN			MAKE_SQLSTATE('F','N','0','0','1')
+#define ERRCODE_FENCING_TOKEN_EXHAUSTED		MAKE_SQLSTATE('F','N','0','0','2')
+#define ERRCODE_FENCING_ROW_NOT_FOUND		MAKE_SQLSTATE('F','N','0','0','3')
+
+/*
+ * OIDs of the extension's own objects, looked up once per backend and
+ * forgotten on any relcache invalidation of them (DROP/CREATE EXTENSION).
+ */
+typedef struct FencingCatalog
+{
+	Oid			namespace_oid;
+	Oid			leases_oid;		/* fencing.leases */
+	Oid			token_seq_oid;	/* fencing.token_seq: the counter */
+	Oid			token_base_oid; /* fencing.token_base: (timeline, band) */
+	Oid			token_origin_oid;	/* fencing.token_origin: database identity */
+	Oid			owner_oid;		/* owner of fencing.leases */
+} FencingCatalog;
+
+extern const FencingCatalog *fencing_catalog(void);
+
+/* Run internal SQL as the extension's owner, not as the caller. */
+typedef struct FencingOwnerScope
+{
+	Oid			saved_userid;
+	int			saved_sec_context;
+} FencingOwnerScope;
+
+extern void fencing_become_owner(FencingOwnerScope *scope);
+extern void fencing_restore_user(const FencingOwnerScope *scope);
+
+/* token.c */
+extern int64 fencing_issue_token(void);
+extern void fencing_forget_token_band(void);
+
+#endif							/* FENCING_H */

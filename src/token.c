@@ -1,0 +1,290 @@
+/*-------------------------------------------------------------------------
+ *
+ * token.c
+ *	  The fencing token source: a bigint that never goes backwards.
+ *
+ * A token is the next value of the sequence fencing.token_seq, with two
+ * additions that a plain nextval() lacks:
+ *
+ * 1. Durability before use.  nextval() WAL-logs ahead but does not flush,
+ *	  so after a crash (with synchronous_commit = off, or before the
+ *	  transaction commits) a value a client already saw is handed out again.
+ *	  We flush WAL up to the sequence page's LSN before returning a token.
+ *	  That costs a WAL flush once per 32 tokens at most.
+ *
+ * 2. Timeline bands.  A promoted asynchronous standby, or a cluster after
+ *	  point-in-time recovery, may have missed the tail of the WAL of the
+ *	  history it continues, so its copy of the counter can be far behind
+ *	  tokens the old primary acknowledged.  Both start a new WAL timeline,
+ *	  so we split the token space into bands of 2^44 values and give every
+ *	  timeline its own band: band = timeline + K.  On a cluster never
+ *	  promoted the band is 0 and tokens read 1, 2, 3, ...  After promotion
+ *	  to timeline T+1, tokens start above every value band T could hold.
+ *
+ * K is kept only in non-transactional, WAL-logged state (two more
+ * sequences), never in a table: an aborted transaction must not be able
+ * to leave behind a band that some other history computes differently.
+ * fencing.token_base holds (timeline << 20 | band) for the last band
+ * entered and fencing.token_origin a hash of (system identifier, database
+ * OID).  Changes are made in the order base, origin, counter, each before
+ * any token of the new band is returned, so a standby's copy is always a
+ * prefix of that history and computes the same or a higher band.
+ *
+ * A database restored by pg_dump, or copied to another database or
+ * cluster, has a foreign origin; it jumps to a band above both the
+ * restored base and the restored counter, so its tokens exceed every
+ * token the source had issued in those bands, even after the dump.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "fencing.h"
+
+#include "access/relation.h"
+#include "access/xlog.h"
+#include "commands/extension.h"
+#include "commands/sequence.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
+#include "tcop/utility.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+
+#define TOKEN_BAND_BITS		44
+#define BASE_BAND_BITS		20
+#define BASE_BAND_MASK		((INT64CONST(1) << BASE_BAND_BITS) - 1)
+#define MAX_TOKEN_BAND		((INT64CONST(1) << (63 - TOKEN_BAND_BITS)) - 1)
+
+/* timeline whose band this backend has verified, and the band's end */
+static TimeLineID verified_timeline = 0;
+static int64 verified_band_end = 0;
+
+FENCING_FUNCTION(fencing_next_token);
+FENCING_FUNCTION(fencing_bind_token_origin);
+
+void
+fencing_forget_token_band(void)
+{
+	verified_timeline = 0;
+	verified_band_end = 0;
+}
+
+/*
+ * The timeline new WAL is written on.  SQL can only see the timeline of the
+ * last checkpoint, which lags right after promotion.
+ */
+static TimeLineID
+insertion_timeline(void)
+{
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot issue fencing tokens during recovery"),
+				 errhint("Fencing tokens are issued only by a primary server.")));
+#if PG_VERSION_NUM >= 150000
+	return GetWALInsertionTimeLine();
+#else
+	return ThisTimeLineID;
+#endif
+}
+
+/* Identity of this database: a restored or copied one has another. */
+static int64
+database_origin(void)
+{
+	uint64		id = GetSystemIdentifier() ^
+		((uint64) MyDatabaseId * UINT64CONST(0x9E3779B97F4A7C15));
+
+	return (int64) id;
+}
+
+static void
+set_sequence(Oid seqoid, int64 value)
+{
+	DirectFunctionCall3(setval3_oid,
+						ObjectIdGetDatum(seqoid),
+						Int64GetDatum(value),
+						BoolGetDatum(true));
+}
+
+static int64
+spi_int8_column(int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+								  col, &isnull);
+
+	return isnull ? 0 : DatumGetInt64(d);
+}
+
+/* Current values of the three sequences; an unused counter reads 0. */
+static void
+read_token_state(int64 *counter, int64 *base, int64 *origin)
+{
+	int			rc;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	rc = SPI_execute("SELECT (SELECT CASE WHEN s.is_called THEN s.last_value ELSE 0 END"
+					 "          FROM fencing.token_seq AS s),"
+					 "       (SELECT b.last_value FROM fencing.token_base AS b),"
+					 "       (SELECT o.last_value FROM fencing.token_origin AS o)",
+					 true, 1);
+	if (rc != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not read the fencing token state");
+	*counter = spi_int8_column(1);
+	*base = spi_int8_column(2);
+	*origin = spi_int8_column(3);
+	SPI_finish();
+}
+
+static void
+token_space_exhausted(TimeLineID tli)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_TOKEN_EXHAUSTED),
+			 errmsg("fencing token space of timeline %u is exhausted", tli),
+			 errdetail("Each timeline has 2^%d tokens.", TOKEN_BAND_BITS),
+			 errhint("Promote a standby to move to a new timeline.")));
+}
+
+/*
+ * Make sure the counter is inside the band of timeline "tli" and remember
+ * the band's end.  Runs once per backend and timeline, as the owner.
+ */
+static void
+verify_token_band(const FencingCatalog *cat, TimeLineID tli)
+{
+	int64		origin_now = database_origin();
+	int64		counter,
+				base,
+				origin;
+	int64		base_tli,
+				base_band,
+				counter_band,
+				band;
+
+	/* one band change at a time; token issuers are not blocked */
+	LockRelationOid(cat->token_base_oid, ShareUpdateExclusiveLock);
+
+	read_token_state(&counter, &base, &origin);
+	base_tli = base >> BASE_BAND_BITS;
+	base_band = base & BASE_BAND_MASK;
+	counter_band = counter >> TOKEN_BAND_BITS;
+
+	if (origin == origin_now && (int64) tli == base_tli)
+		band = base_band;
+	else if (origin == origin_now && (int64) tli > base_tli)
+		band = base_band + ((int64) tli - base_tli);
+	else
+	{
+		/* restored, copied, or the timeline went backwards: jump past all */
+		band = Max(base_band, counter_band) + (int64) tli;
+	}
+	band = Max(band, counter_band);
+	if (band > MAX_TOKEN_BAND)
+		token_space_exhausted(tli);
+
+	if (base != (((int64) tli << BASE_BAND_BITS) | band))
+		set_sequence(cat->token_base_oid, ((int64) tli << BASE_BAND_BITS) | band);
+	if (origin != origin_now)
+		set_sequence(cat->token_origin_oid, origin_now);
+	if (counter < (band << TOKEN_BAND_BITS))
+		set_sequence(cat->token_seq_oid, band << TOKEN_BAND_BITS);
+
+	/* the new band must be durable before any token of it is returned */
+	XLogFlush(GetXLogInsertRecPtr());
+
+	verified_timeline = tli;
+	verified_band_end = (band == MAX_TOKEN_BAND) ? PG_INT64_MAX :
+		(band + 1) << TOKEN_BAND_BITS;
+}
+
+/* Flush WAL up to the record that covers the value nextval() returned. */
+static void
+flush_counter(Oid seqoid)
+{
+	Relation	rel = relation_open(seqoid, AccessShareLock);
+	Buffer		buf = ReadBuffer(rel, 0);
+	XLogRecPtr	lsn;
+
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	lsn = BufferGetLSNAtomic(buf);
+	UnlockReleaseBuffer(buf);
+	relation_close(rel, AccessShareLock);
+
+	XLogFlush(lsn);
+}
+
+int64
+fencing_issue_token(void)
+{
+	const FencingCatalog *cat;
+	FencingOwnerScope scope;
+	TimeLineID	tli;
+	int64		token;
+
+#ifdef FENCING_PLAIN_NEXTVAL
+
+	/*
+	 * Negative control for the test suite only: a plain nextval() with no
+	 * flush and no timeline band, the design the crash, promotion, PITR
+	 * and restore tests must catch.  Never build a release with this.
+	 */
+	cat = fencing_catalog();
+	fencing_become_owner(&scope);
+	token = nextval_internal(cat->token_seq_oid, false);
+	fencing_restore_user(&scope);
+	return token;
+#endif
+
+	tli = insertion_timeline();
+	PreventCommandIfReadOnly("fencing.next_token()");
+	PreventCommandIfParallelMode("fencing.next_token()");
+
+	cat = fencing_catalog();
+	fencing_become_owner(&scope);
+	if (tli != verified_timeline)
+		verify_token_band(cat, tli);
+	token = nextval_internal(cat->token_seq_oid, false);
+	fencing_restore_user(&scope);
+
+	if (token >= verified_band_end)
+		token_space_exhausted(tli);
+	flush_counter(cat->token_seq_oid);
+	return token;
+}
+
+Datum
+fencing_next_token(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(fencing_issue_token());
+}
+
+/*
+ * Called once by the install script: this database, on this timeline,
+ * starts in band 0.  pg_restore overwrites it with the source's state.
+ */
+Datum
+fencing_bind_token_origin(PG_FUNCTION_ARGS)
+{
+	const FencingCatalog *cat;
+	FencingOwnerScope scope;
+	TimeLineID	tli;
+
+	if (!creating_extension)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s can only be called by CREATE EXTENSION",
+						"fencing._bind_token_origin()")));
+
+	tli = insertion_timeline();
+	cat = fencing_catalog();
+	fencing_become_owner(&scope);
+	set_sequence(cat->token_base_oid, (int64) tli << BASE_BAND_BITS);
+	set_sequence(cat->token_origin_oid, database_origin());
+	fencing_restore_user(&scope);
+	fencing_forget_token_band();
+	PG_RETURN_VOID();
+}
