@@ -13,9 +13,13 @@ suites=${FENCING_SUITES:-"regress isolation tap"}
 
 fencing_install_deps
 echo "== building with -Wall -Wextra -Werror ${FENCING_EXTRA_CFLAGS:-}"
+# several checkouts on one machine share the server's directories
+exec 9>/tmp/fencing-build.lock
+flock 9
 fencing_build_install "${FENCING_EXTRA_CFLAGS:-}"
 
 work=$(fencing_copy_tree_for_postgres)
+flock -u 9
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 
