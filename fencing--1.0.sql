@@ -94,6 +94,41 @@ AS 'MODULE_PATHNAME', 'fencing_fence_check';
 COMMENT ON FUNCTION fencing.fence_check(bigint, bigint) IS
 	'True iff fence IS NULL OR fence < token: this token may write the row';
 
+CREATE FUNCTION fencing.fence_allows(fence bigint, token bigint)
+RETURNS boolean
+LANGUAGE C IMMUTABLE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'fencing_fence_allows';
+
+COMMENT ON FUNCTION fencing.fence_allows(bigint, bigint) IS
+	'True iff fence IS NULL OR fence <= token: this token is not older than the row';
+
+-- In the SET list: fence = fencing.fence_advance(fence, $token).  Runs only
+-- for rows the statement updates, and raises FN001 for a stale token.
+CREATE FUNCTION fencing.fence_advance(fence bigint, token bigint,
+									  allow_same boolean DEFAULT false)
+RETURNS bigint
+LANGUAGE C IMMUTABLE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'fencing_fence_advance';
+
+COMMENT ON FUNCTION fencing.fence_advance(bigint, bigint, boolean) IS
+	'The token, as the row''s new fence; raises FN001 if older than the fence';
+
+CREATE FUNCTION fencing.expect_rows(affected bigint, expected bigint DEFAULT 1)
+RETURNS bigint
+LANGUAGE C IMMUTABLE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'fencing_expect_rows';
+
+COMMENT ON FUNCTION fencing.expect_rows(bigint, bigint) IS
+	'Raises FN003 when a fenced write changed fewer rows than expected';
+
+CREATE FUNCTION fencing.fence_guard()
+RETURNS trigger
+LANGUAGE C
+AS 'MODULE_PATHNAME', 'fencing_fence_guard';
+
+COMMENT ON FUNCTION fencing.fence_guard() IS
+	'Row trigger: refuse writes older than the row''s fence column (argument)';
+
 CREATE VIEW fencing.lease_status AS
 SELECT l.name,
 	   l.holder,

@@ -1,37 +1,108 @@
 /*-------------------------------------------------------------------------
  *
  * fence.c
- *	  The resource side: predicates for conditional writes.
+ *	  The resource side: predicates and checks for fenced writes.
+ *
+ * A fenced row keeps the highest token that wrote it in a bigint column
+ * (the fence).  fence_check and fence_allows are WHERE-clause predicates;
+ * fence_advance belongs in the SET list, where it runs only for the rows
+ * the statement really updates, whatever plan the planner picks, and
+ * raises instead of letting a stale write turn into a silent "0 rows".
  *
  *-------------------------------------------------------------------------
  */
 #include "fencing.h"
 
 FENCING_FUNCTION(fencing_fence_check);
+FENCING_FUNCTION(fencing_fence_allows);
+FENCING_FUNCTION(fencing_fence_advance);
+FENCING_FUNCTION(fencing_expect_rows);
 
 /*
- * fence_check(fence, token): may a writer holding "token" write a row whose
- * highest token so far is "fence"?  True iff fence IS NULL OR fence < token.
- * A NULL or non-positive token is an error, not a silent "no rows": such a
- * token was never issued, and NULL would make the WHERE clause quietly false.
+ * A NULL or non-positive token is an error, not a quiet "false": such a
+ * token was never issued, and NULL would make a WHERE clause silently
+ * match nothing.
  */
-Datum
-fencing_fence_check(PG_FUNCTION_ARGS)
+static int64
+token_argument(FunctionCallInfo fcinfo, int argno)
 {
 	int64		token;
 
-	if (PG_ARGISNULL(1))
+	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("fencing token must not be null")));
-	token = PG_GETARG_INT64(1);
+	token = PG_GETARG_INT64(argno);
 	if (token <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("fencing token must be positive"),
 				 errdetail("Tokens are issued from 1 upwards; %lld was never issued.",
 						   (long long) token)));
-	if (PG_ARGISNULL(0))
-		PG_RETURN_BOOL(true);
-	PG_RETURN_BOOL(PG_GETARG_INT64(0) < token);
+	return token;
+}
+
+/* fence_check(fence, token): fence IS NULL OR fence < token */
+Datum
+fencing_fence_check(PG_FUNCTION_ARGS)
+{
+	int64		token = token_argument(fcinfo, 1);
+
+	PG_RETURN_BOOL(PG_ARGISNULL(0) || PG_GETARG_INT64(0) < token);
+}
+
+/* fence_allows(fence, token): fence IS NULL OR fence <= token */
+Datum
+fencing_fence_allows(PG_FUNCTION_ARGS)
+{
+	int64		token = token_argument(fcinfo, 1);
+
+	PG_RETURN_BOOL(PG_ARGISNULL(0) || PG_GETARG_INT64(0) <= token);
+}
+
+/*
+ * fence_advance(fence, token, allow_same) returns the token to store as the
+ * row's new fence, or raises FN001 when the token is older than the fence
+ * (or equal to it, unless allow_same).
+ */
+Datum
+fencing_fence_advance(PG_FUNCTION_ARGS)
+{
+	int64		token = token_argument(fcinfo, 1);
+	bool		allow_same = !PG_ARGISNULL(2) && PG_GETARG_BOOL(2);
+
+	if (!PG_ARGISNULL(0))
+	{
+		int64		fence = PG_GETARG_INT64(0);
+
+		if (fence > token || (fence == token && !allow_same))
+			fencing_report_stale(token, fence, NULL);
+	}
+	PG_RETURN_INT64(token);
+}
+
+/*
+ * expect_rows(affected, expected) raises FN003 when a fenced write touched
+ * fewer rows than it aimed at: with fence_advance in the SET list a stale
+ * token has already raised, so fewer rows means the rows do not exist.
+ */
+Datum
+fencing_expect_rows(PG_FUNCTION_ARGS)
+{
+	int64		affected;
+	int64		expected;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("row counts must not be null")));
+	affected = PG_GETARG_INT64(0);
+	expected = PG_GETARG_INT64(1);
+	if (affected < expected)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_ROW_NOT_FOUND),
+				 errmsg("fenced write changed %lld of %lld rows",
+						(long long) affected, (long long) expected),
+				 errdetail("The rows it was aimed at do not exist.")));
+	PG_RETURN_INT64(affected);
 }

@@ -15,6 +15,7 @@
 
 #include "catalog/namespace.h"
 #include "miscadmin.h"
+#include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -53,6 +54,12 @@ _PG_init(void)
 		CacheRegisterRelcacheCallback(fencing_relcache_callback, (Datum) 0);
 		callback_registered = true;
 	}
+	fencing_define_token_guc();
+#if PG_VERSION_NUM >= 150000
+	MarkGUCPrefixReserved("fencing");
+#else
+	EmitWarningsOnPlaceholders("fencing");
+#endif
 }
 
 static Oid

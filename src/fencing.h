@@ -26,6 +26,7 @@
 #define ERRCODE_FENCING_STALE_TOKEN			MAKE_SQLSTATE('F','N','0','0','1')
 #define ERRCODE_FENCING_TOKEN_EXHAUSTED		MAKE_SQLSTATE('F','N','0','0','2')
 #define ERRCODE_FENCING_ROW_NOT_FOUND		MAKE_SQLSTATE('F','N','0','0','3')
+#define ERRCODE_FENCING_MISSING_TOKEN		MAKE_SQLSTATE('F','N','0','0','4')
 
 /*
  * OIDs of the extension's own objects, looked up once per backend and
@@ -56,5 +57,9 @@ extern void fencing_restore_user(const FencingOwnerScope *scope);
 /* token.c */
 extern int64 fencing_issue_token(void);
 extern void fencing_forget_token_band(void);
+
+/* guard.c */
+extern void fencing_define_token_guc(void);
+extern void fencing_report_stale(int64 token, int64 fence, const char *relname);
 
 #endif							/* FENCING_H */

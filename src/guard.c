@@ -1,0 +1,279 @@
+/*-------------------------------------------------------------------------
+ *
+ * guard.c
+ *	  fence_guard: a row trigger that makes a table refuse stale writes,
+ *	  and the transaction-local token a writer may declare for it.
+ *
+ * CREATE TRIGGER g BEFORE INSERT OR UPDATE OR DELETE ON t
+ *	   FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard('fence');
+ *
+ * UPDATE that sets the fence column: the new value must not be NULL and
+ *	 not lower than the row's fence (equal is a repeated write by the same
+ *	 holder).
+ * UPDATE that does not set it, and DELETE: the writer's token is the one
+ *	 declared with SET LOCAL fencing.token; it must not be lower than the
+ *	 row's fence, and an UPDATE stamps it into the fence column.  With no
+ *	 declared token the write is refused, unless the trigger was created
+ *	 with the second argument 'allow_unfenced'.
+ * INSERT: a NULL fence is stamped with the declared token, if any.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "fencing.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "nodes/bitmapset.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+
+FENCING_FUNCTION(fencing_fence_guard);
+
+static char *declared_token_string = NULL;
+
+/* a positive decimal bigint, nothing else */
+static bool
+parse_token(const char *s, int64 *value)
+{
+	char	   *end;
+	long long	v;
+
+	if (s[0] < '0' || s[0] > '9')
+		return false;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v <= 0)
+		return false;
+	*value = (int64) v;
+	return true;
+}
+
+static bool
+check_declared_token(char **newval, void **extra, GucSource source)
+{
+	int64		value;
+
+	if (*newval == NULL || (*newval)[0] == '\0')
+		return true;
+	if (!parse_token(*newval, &value))
+	{
+		GUC_check_errdetail("fencing.token must be a positive bigint, or empty.");
+		return false;
+	}
+	return true;
+}
+
+void
+fencing_define_token_guc(void)
+{
+	DefineCustomStringVariable("fencing.token",
+							   "The fencing token this transaction writes with.",
+							   "Read by fencing.fence_guard for writes that do not set the fence column. Set it with SET LOCAL.",
+							   &declared_token_string,
+							   "",
+							   PGC_USERSET,
+							   0,
+							   check_declared_token,
+							   NULL,
+							   NULL);
+}
+
+/* The token declared with SET [LOCAL] fencing.token, if any. */
+static bool
+declared_token(int64 *token)
+{
+	if (declared_token_string == NULL || declared_token_string[0] == '\0')
+		return false;
+	return parse_token(declared_token_string, token);
+}
+
+void
+fencing_report_stale(int64 token, int64 fence, const char *relname)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_STALE_TOKEN),
+			 errmsg("fencing token %lld is stale", (long long) token),
+			 relname ?
+			 errdetail("The row of \"%s\" was already written with token %lld.",
+					   relname, (long long) fence) :
+			 errdetail("The row was already written with token %lld.",
+					   (long long) fence),
+			 token == fence ?
+			 errhint("Each token writes a row once; a holder that writes the same row again must allow an equal fence.") :
+			 errhint("A newer holder has taken over; stop writing and re-acquire.")));
+}
+
+static int
+guard_column(TriggerData *trigdata, bool *allow_unfenced)
+{
+	Trigger    *trigger = trigdata->tg_trigger;
+	Relation	rel = trigdata->tg_relation;
+	const char *colname;
+	int			attnum;
+	Oid			atttype;
+
+	if (trigger->tgnargs < 1 || trigger->tgnargs > 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("fence_guard on \"%s\" needs the fence column name as its argument",
+						RelationGetRelationName(rel)),
+				 errhint("Use EXECUTE FUNCTION fencing.fence_guard('fence') or fencing.fence_guard('fence', 'allow_unfenced').")));
+	colname = trigger->tgargs[0];
+	*allow_unfenced = false;
+	if (trigger->tgnargs == 2)
+	{
+		if (strcmp(trigger->tgargs[1], "allow_unfenced") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid fence_guard option \"%s\"", trigger->tgargs[1]),
+					 errhint("The only option is \"allow_unfenced\".")));
+		*allow_unfenced = true;
+	}
+
+	attnum = SPI_fnumber(RelationGetDescr(rel), colname);
+	if (attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist",
+						colname, RelationGetRelationName(rel)),
+				 errhint("The argument of fence_guard names the table's fence column.")));
+	atttype = TupleDescAttr(RelationGetDescr(rel), attnum - 1)->atttypid;
+	if (atttype != INT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("fence column \"%s\" of relation \"%s\" must be of type bigint",
+						colname, RelationGetRelationName(rel)),
+				 errdetail("It is of type %s.", format_type_be(atttype))));
+	return attnum;
+}
+
+static bool
+fence_value(HeapTuple tuple, TupleDesc desc, int attnum, int64 *value)
+{
+	bool		isnull;
+	Datum		d = heap_getattr(tuple, attnum, desc, &isnull);
+
+	if (!isnull)
+		*value = DatumGetInt64(d);
+	return !isnull;
+}
+
+/* the row with its fence column set to "token" */
+static HeapTuple
+stamp_fence(HeapTuple tuple, TupleDesc desc, int attnum, int64 token)
+{
+	Datum		value = Int64GetDatum(token);
+	bool		isnull = false;
+
+	return heap_modify_tuple_by_cols(tuple, desc, 1, &attnum, &value, &isnull);
+}
+
+static void
+report_unfenced(Relation rel, const char *colname, const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_MISSING_TOKEN),
+			 errmsg("%s on fenced table \"%s\" carries no fencing token",
+					what, RelationGetRelationName(rel)),
+			 errhint("Set column \"%s\" to your token, or run SET LOCAL fencing.token first.",
+					 colname)));
+}
+
+Datum
+fencing_fence_guard(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Relation	rel;
+	TupleDesc	desc;
+	TriggerEvent event;
+	int			attnum;
+	bool		allow_unfenced;
+	const char *colname;
+	int64		old_fence = 0,
+				new_fence = 0,
+				token;
+	bool		has_old,
+				has_new,
+				has_token;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("fence_guard must be called as a trigger")));
+	event = trigdata->tg_event;
+	if (!TRIGGER_FIRED_BEFORE(event) || !TRIGGER_FIRED_FOR_ROW(event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("fence_guard must be fired BEFORE, FOR EACH ROW")));
+
+	rel = trigdata->tg_relation;
+	desc = RelationGetDescr(rel);
+	attnum = guard_column(trigdata, &allow_unfenced);
+	colname = trigdata->tg_trigger->tgargs[0];
+	has_token = declared_token(&token);
+
+	if (TRIGGER_FIRED_BY_INSERT(event))
+	{
+		HeapTuple	tuple = trigdata->tg_trigtuple;
+
+		if (!has_token || fence_value(tuple, desc, attnum, &new_fence))
+			return PointerGetDatum(tuple);
+		return PointerGetDatum(stamp_fence(tuple, desc, attnum, token));
+	}
+
+	has_old = fence_value(trigdata->tg_trigtuple, desc, attnum, &old_fence);
+
+	if (TRIGGER_FIRED_BY_DELETE(event))
+	{
+		if (!has_token)
+		{
+			if (!allow_unfenced)
+				report_unfenced(rel, colname, "DELETE");
+		}
+		else if (has_old && token < old_fence)
+			fencing_report_stale(token, old_fence, RelationGetRelationName(rel));
+		return PointerGetDatum(trigdata->tg_trigtuple);
+	}
+
+	if (!TRIGGER_FIRED_BY_UPDATE(event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("fence_guard must be fired for INSERT, UPDATE or DELETE")));
+
+	has_new = fence_value(trigdata->tg_newtuple, desc, attnum, &new_fence);
+
+	/* the statement set the fence column: that is its token */
+	if (bms_is_member(attnum - FirstLowInvalidHeapAttributeNumber,
+					  trigdata->tg_updatedcols))
+	{
+		if (!has_new)
+		{
+			if (has_old)
+				ereport(ERROR,
+						(errcode(ERRCODE_FENCING_STALE_TOKEN),
+						 errmsg("fence of a row of \"%s\" cannot be set to NULL",
+								RelationGetRelationName(rel)),
+						 errdetail("The row was already written with token %lld.",
+								   (long long) old_fence)));
+		}
+		else if (has_old && new_fence < old_fence)
+			fencing_report_stale(new_fence, old_fence, RelationGetRelationName(rel));
+		return PointerGetDatum(trigdata->tg_newtuple);
+	}
+
+	/* otherwise the declared token, stamped into the row */
+	if (!has_token)
+	{
+		if (!allow_unfenced)
+			report_unfenced(rel, colname, "UPDATE");
+		return PointerGetDatum(trigdata->tg_newtuple);
+	}
+	if (has_old && token < old_fence)
+		fencing_report_stale(token, old_fence, RelationGetRelationName(rel));
+	return PointerGetDatum(stamp_fence(trigdata->tg_newtuple, desc, attnum,
+									   token));
+}
