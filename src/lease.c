@@ -21,6 +21,7 @@
 #include "executor/spi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -40,6 +41,7 @@ typedef enum LeaseStatement
 	STMT_RENEW,
 	STMT_RELEASE,
 	STMT_CHECK,
+	STMT_ROLE,					/* role holding a live lease with a token */
 	NUM_LEASE_STATEMENTS
 } LeaseStatement;
 
@@ -66,11 +68,12 @@ static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
 		"       expires_at = " NOW PLUS "$4,"
 		"       released_at = NULL,"
 		"       holder_changes = l.holder_changes" PLUS
-		"           CASE WHEN l.holder" EQ "$2 THEN 0 ELSE 1 END"
+		"           CASE WHEN l.holder" EQ "$2 AND l.holder_role" EQ "$3"
+		"                THEN 0 ELSE 1 END"
 		" WHERE l.name" EQ "$1"
 		"   AND (l.released_at IS NOT NULL"
 		"        OR l.expires_at OPERATOR(pg_catalog.<=) " NOW
-		"        OR l.holder" EQ "$2)"
+		"        OR (l.holder" EQ "$2 AND l.holder_role" EQ "$3))"
 		" RETURNING l.token",
 		4, {TEXTOID, TEXTOID, REGROLEOID, INTERVALOID}
 	},
@@ -86,20 +89,28 @@ static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
 	},
 	[STMT_RENEW] = {
 		"UPDATE fencing.leases AS l"
-		"   SET expires_at = " NOW PLUS "$3"
-		" WHERE l.name" EQ "$1 AND l.token" EQ "$2 AND " LIVE("l"),
-		3, {TEXTOID, INT8OID, INTERVALOID}
+		"   SET expires_at = " NOW PLUS "$4"
+		" WHERE l.name" EQ "$1 AND l.token" EQ "$2"
+		"   AND l.holder_role" EQ "$3 AND " LIVE("l"),
+		4, {TEXTOID, INT8OID, REGROLEOID, INTERVALOID}
 	},
 	[STMT_RELEASE] = {
 		"UPDATE fencing.leases AS l"
 		"   SET released_at = " NOW
-		" WHERE l.name" EQ "$1 AND l.token" EQ "$2 AND " LIVE("l"),
-		2, {TEXTOID, INT8OID}
+		" WHERE l.name" EQ "$1 AND l.token" EQ "$2"
+		"   AND l.holder_role" EQ "$3 AND " LIVE("l"),
+		3, {TEXTOID, INT8OID, REGROLEOID}
 	},
 	[STMT_CHECK] = {
 		"SELECT 1 FROM fencing.leases AS l"
-		" WHERE l.name" EQ "$1 AND l.token" EQ "$2 AND " LIVE("l")
+		" WHERE l.name" EQ "$1 AND l.token" EQ "$2"
+		"   AND l.holder_role" EQ "$3 AND " LIVE("l")
 		" FOR SHARE OF l",
+		3, {TEXTOID, INT8OID, REGROLEOID}
+	},
+	[STMT_ROLE] = {
+		"SELECT l.holder_role FROM fencing.leases AS l"
+		" WHERE l.name" EQ "$1 AND l.token" EQ "$2 AND " LIVE("l"),
 		2, {TEXTOID, INT8OID}
 	},
 };
@@ -108,10 +119,10 @@ static SPIPlanPtr lease_plans[NUM_LEASE_STATEMENTS];
 
 /*
  * Run one statement as the owner; returns the number of rows it touched
- * and, when "token" is given, the token it returned.
+ * and, when "result" is given, the first column it returned.
  */
 static uint64
-run_lease_statement(LeaseStatement stmt, Datum *values, int64 *token)
+run_lease_statement(LeaseStatement stmt, Datum *values, Datum *result)
 {
 	const LeaseStatementDef *def = &lease_statements[stmt];
 	FencingOwnerScope scope;
@@ -141,13 +152,13 @@ run_lease_statement(LeaseStatement stmt, Datum *values, int64 *token)
 			 (int) stmt, SPI_result_code_string(rc));
 	processed = SPI_processed;
 
-	if (token != NULL && processed == 1)
+	/* by-value results only (bigint, regrole): safe after SPI_finish */
+	if (result != NULL && processed == 1)
 	{
 		bool		isnull;
 
-		*token = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-											 SPI_tuptable->tupdesc, 1,
-											 &isnull));
+		*result = SPI_getbinval(SPI_tuptable->vals[0],
+								SPI_tuptable->tupdesc, 1, &isnull);
 	}
 
 	SPI_finish();
@@ -219,11 +230,19 @@ checked_ttl(FunctionCallInfo fcinfo, int argno)
 		pg_add_s64_overflow(total, part, &total) ||
 		pg_add_s64_overflow(total, ttl->time, &total);
 
-	if (!overflow && total <= 0)
+	if (overflow)
+	{
+		/* only the sign matters now: a double has the range for it */
+		double		approx = ((double) ttl->month * DAYS_PER_MONTH +
+							  (double) ttl->day) * USECS_PER_DAY + ttl->time;
+
+		total = approx > 0 ? PG_INT64_MAX : 0;
+	}
+	if (total <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lease TTL must be positive")));
-	if (overflow || total > LEASE_MAX_TTL_USECS)
+	if (total > LEASE_MAX_TTL_USECS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lease TTL must be at most 1 day")));
@@ -249,17 +268,63 @@ checked_token(FunctionCallInfo fcinfo, int argno)
 	return Int64GetDatum(token);
 }
 
+/* ---- who may act on a lease ---- */
+
+/* Superusers and members of the role fencing_admin, if it exists. */
+static bool
+is_lease_admin(Oid roleid)
+{
+	Oid			admin;
+
+	if (superuser_arg(roleid))
+		return true;
+	admin = get_role_oid("fencing_admin", true);
+	return OidIsValid(admin) && has_privs_of_role(roleid, admin);
+}
+
+/*
+ * Run a renew, release or check statement as the calling role.  When it
+ * finds nothing, see whether the token is live but held by another role:
+ * that is refused, unless the caller is a lease admin, who then acts with
+ * the holder's role.  values[2] is the role slot.
+ */
+static uint64
+run_as_holder(LeaseStatement stmt, Datum *values)
+{
+	Oid			caller = GetUserId();
+	Datum		holder_role;
+	uint64		processed;
+
+	values[2] = ObjectIdGetDatum(caller);
+	processed = run_lease_statement(stmt, values, NULL);
+	if (processed > 0 ||
+		run_lease_statement(STMT_ROLE, values, &holder_role) == 0 ||
+		DatumGetObjectId(holder_role) == caller)
+		return processed;
+
+	if (!is_lease_admin(caller))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("lease \"%s\" is held by another role",
+						text_to_cstring(DatumGetTextPP(values[0]))),
+				 errdetail("Only the role that acquired a lease may renew, release or check it."),
+				 errhint("Members of role fencing_admin may act on any lease.")));
+	values[2] = holder_role;
+	return run_lease_statement(stmt, values, NULL);
+}
+
 /* ---- the SQL-callable functions ---- */
 
 /*
  * lease_acquire(name, holder, ttl, wait) returns a new token, or NULL when
- * another holder's unexpired lease stands.
+ * another holder's unexpired lease stands.  "Another holder" is a different
+ * holder name, or the same name acquired by a different role.
  */
 Datum
 fencing_lease_acquire(PG_FUNCTION_ARGS)
 {
 	Datum		values[4];
-	int64		token = 0;
+	Datum		token = (Datum) 0;
 	Interval   *wait;
 
 	values[0] = checked_identifier(fcinfo, 0, "lease name");
@@ -292,19 +357,19 @@ fencing_lease_acquire(PG_FUNCTION_ARGS)
 
 	/* an acknowledged lease survives a crash, whatever synchronous_commit */
 	ForceSyncCommit();
-	PG_RETURN_INT64(token);
+	PG_RETURN_DATUM(token);
 }
 
 Datum
 fencing_lease_renew(PG_FUNCTION_ARGS)
 {
-	Datum		values[3];
+	Datum		values[4];
 
 	values[0] = checked_identifier(fcinfo, 0, "lease name");
 	values[1] = checked_token(fcinfo, 1);
-	values[2] = checked_ttl(fcinfo, 2);
+	values[3] = checked_ttl(fcinfo, 2);
 
-	if (run_lease_statement(STMT_RENEW, values, NULL) == 0)
+	if (run_as_holder(STMT_RENEW, values) == 0)
 		PG_RETURN_BOOL(false);
 	ForceSyncCommit();
 	PG_RETURN_BOOL(true);
@@ -313,12 +378,12 @@ fencing_lease_renew(PG_FUNCTION_ARGS)
 Datum
 fencing_lease_release(PG_FUNCTION_ARGS)
 {
-	Datum		values[2];
+	Datum		values[3];
 
 	values[0] = checked_identifier(fcinfo, 0, "lease name");
 	values[1] = checked_token(fcinfo, 1);
 
-	if (run_lease_statement(STMT_RELEASE, values, NULL) == 0)
+	if (run_as_holder(STMT_RELEASE, values) == 0)
 		PG_RETURN_BOOL(false);
 	ForceSyncCommit();
 	PG_RETURN_BOOL(true);
@@ -332,10 +397,10 @@ fencing_lease_release(PG_FUNCTION_ARGS)
 Datum
 fencing_lease_check(PG_FUNCTION_ARGS)
 {
-	Datum		values[2];
+	Datum		values[3];
 
 	values[0] = checked_identifier(fcinfo, 0, "lease name");
 	values[1] = checked_token(fcinfo, 1);
 
-	PG_RETURN_BOOL(run_lease_statement(STMT_CHECK, values, NULL) == 1);
+	PG_RETURN_BOOL(run_as_holder(STMT_CHECK, values) == 1);
 }
