@@ -165,7 +165,7 @@ verify_token_band(const FencingCatalog *cat, TimeLineID tli)
 				counter_band,
 				band;
 
-	/* one band change at a time; token issuers are not blocked */
+	/* one band check at a time; token issuers are not blocked */
 	LockRelationOid(cat->token_base_oid, ShareUpdateExclusiveLock);
 
 	read_token_state(&counter, &base, &origin);
@@ -195,6 +195,13 @@ verify_token_band(const FencingCatalog *cat, TimeLineID tli)
 
 	/* the new band must be durable before any token of it is returned */
 	XLogFlush(GetXLogInsertRecPtr());
+
+	/*
+	 * The state is settled and durable: let the next backend check.  Held
+	 * to transaction end, it would stall every other backend's first token
+	 * behind a long transaction, such as a waiting lease_acquire.
+	 */
+	UnlockRelationOid(cat->token_base_oid, ShareUpdateExclusiveLock);
 
 	verified_timeline = tli;
 	verified_band_end = (band == MAX_TOKEN_BAND) ? PG_INT64_MAX :
