@@ -1,0 +1,47 @@
+-- The sign of a TTL or wait interval is the sign of its whole value
+-- (months of 30 days, days of 24 hours), as interval comparison has it,
+-- not the sign of one of its fields; an interval too large to convert to
+-- microseconds keeps its sign too.
+CREATE FUNCTION pg_temp.try(q text) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	r text;
+BEGIN
+	EXECUTE q INTO r;
+	RETURN 'ok: ' || coalesce(r, 'NULL');
+EXCEPTION WHEN OTHERS THEN
+	RETURN 'ERROR ' || SQLSTATE || ': ' || SQLERRM;
+END $$;
+
+SELECT i, i > interval '0' AS positive, i < interval '0' AS negative
+  FROM (VALUES (interval '-1 day 25 hours'), ('1 mon -29 days'), ('1 day -1 hour'),
+			   ('1 day -24 hours'), ('-178000000 years'), ('-2147483648 days'),
+			   ('-1 day 1 hour')) AS v(i);
+
+-- TTL
+SELECT q, pg_temp.try(q) AS result
+  FROM (VALUES
+	($$SELECT fencing.lease_acquire('sign_ttl_a', 'bob', '-1 day 25 hours') > 0$$),
+	($$SELECT fencing.lease_acquire('sign_ttl_b', 'bob', '1 mon -29 days') > 0$$),
+	($$SELECT fencing.lease_acquire('sign_ttl_c', 'bob', '1 mon -29 days 1 microsecond') > 0$$),
+	($$SELECT fencing.lease_acquire('sign_ttl_c', 'bob', '1 day -24 hours') > 0$$),
+	($$SELECT fencing.lease_acquire('sign_ttl_c', 'bob', '-1 day 1 hour') > 0$$),
+	($$SELECT fencing.lease_acquire('sign_ttl_c', 'bob', '178000000 years') > 0$$),
+	($$SELECT fencing.lease_acquire('sign_ttl_c', 'bob', '-178000000 years') > 0$$),
+	($$SELECT fencing.lease_acquire('sign_ttl_c', 'bob', '-2147483648 days') > 0$$),
+	($$SELECT fencing.lease_renew('sign_ttl_a', 1, '-178000000 years')$$)
+  ) AS v(q);
+
+-- wait: only zero is supported; positive is 0A000, negative 22023
+SELECT q, pg_temp.try(q) AS result
+  FROM (VALUES
+	($$SELECT fencing.lease_acquire('sign_wait', 'bob', '1 min', '1 day -24 hours') > 0$$),
+	($$SELECT fencing.lease_acquire('sign_wait', 'bob', '1 min', '1 mon -30 days') > 0$$),
+	($$SELECT fencing.lease_acquire('sign_wait', 'bob', '1 min', '1 day -1 hour') > 0$$),
+	($$SELECT fencing.lease_acquire('sign_wait', 'bob', '1 min', '-1 day 25 hours') > 0$$),
+	($$SELECT fencing.lease_acquire('sign_wait', 'bob', '1 min', '1 mon -1 day') > 0$$),
+	($$SELECT fencing.lease_acquire('sign_wait', 'bob', '1 min', '-1 day 1 hour') > 0$$),
+	($$SELECT fencing.lease_acquire('sign_wait', 'bob', '1 min', '1 day -25 hours') > 0$$)
+  ) AS v(q);
+
+SELECT name, holder, state FROM fencing.lease_status WHERE name LIKE 'sign\_%' ORDER BY name;
