@@ -3,7 +3,7 @@
 EXTENSION = fencing
 EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).control)
 MODULE_big = fencing
-OBJS = src/fencing.o src/token.o src/lease.o src/fence.o src/guard.o
+OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 PGFILEDESC = "fencing - leases with fencing tokens"
 
 DATA = $(wildcard fencing--*.sql)

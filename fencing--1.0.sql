@@ -23,11 +23,22 @@ CREATE TABLE fencing.leases (
 	acquired_at		timestamptz NOT NULL,
 	expires_at		timestamptz NOT NULL,
 	released_at		timestamptz,
-	holder_changes	bigint NOT NULL DEFAULT 0
+	lock_delay		interval NOT NULL DEFAULT '0',
+	takeover		boolean NOT NULL DEFAULT false,
+	holder_changes	bigint NOT NULL DEFAULT 0,
+	acquires		bigint NOT NULL DEFAULT 0,
+	renewals		bigint NOT NULL DEFAULT 0,
+	releases		bigint NOT NULL DEFAULT 0,
+	expired_takeovers bigint NOT NULL DEFAULT 0
 ) WITH (fillfactor = 70);
 
 COMMENT ON TABLE fencing.leases IS
 	'Lease rows; written only through the fencing.lease_* functions';
+
+-- Stale writes refused by fence_guard and fence_advance.  A sequence,
+-- because the refused transaction rolls back and a counter must not.
+CREATE SEQUENCE fencing.stale_write_count AS bigint
+	MINVALUE 1 NO CYCLE CACHE 1;
 
 SELECT pg_catalog.pg_extension_config_dump('fencing.leases', '');
 SELECT pg_catalog.pg_extension_config_dump('fencing.token_seq', '');
@@ -35,7 +46,7 @@ SELECT pg_catalog.pg_extension_config_dump('fencing.token_base', '');
 SELECT pg_catalog.pg_extension_config_dump('fencing.token_origin', '');
 
 REVOKE ALL ON fencing.leases, fencing.token_seq, fencing.token_base,
-	fencing.token_origin FROM PUBLIC;
+	fencing.token_origin, fencing.stale_write_count FROM PUBLIC;
 
 CREATE FUNCTION fencing._bind_token_origin()
 RETURNS void
@@ -60,7 +71,7 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'fencing_lease_acquire';
 
 COMMENT ON FUNCTION fencing.lease_acquire(text, text, interval, interval) IS
-	'A new token if the lease is free, expired or held by this holder; else NULL';
+	'A new token if the lease is free, expired or held by this holder, waiting up to wait; else NULL';
 
 CREATE FUNCTION fencing.lease_renew(name text, token bigint, ttl interval)
 RETURNS boolean
@@ -129,6 +140,22 @@ AS 'MODULE_PATHNAME', 'fencing_fence_guard';
 COMMENT ON FUNCTION fencing.fence_guard() IS
 	'Row trigger: refuse writes older than the row''s fence column (argument)';
 
+CREATE FUNCTION fencing.lease_force_release(name text)
+RETURNS boolean
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_lease_force_release';
+
+COMMENT ON FUNCTION fencing.lease_force_release(text) IS
+	'End a live lease whoever holds it (superuser or fencing_admin; logged)';
+
+CREATE FUNCTION fencing.lease_purge(older_than interval)
+RETURNS bigint
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_lease_purge';
+
+COMMENT ON FUNCTION fencing.lease_purge(interval) IS
+	'Delete leases free for longer than older_than (superuser or fencing_admin)';
+
 CREATE VIEW fencing.lease_status AS
 SELECT l.name,
 	   l.holder,
@@ -147,10 +174,41 @@ SELECT l.name,
 			AND l.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
 		   THEN l.expires_at OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp()
 	   END AS remaining,
-	   l.holder_changes
+	   l.holder_changes,
+	   l.lock_delay,
+	   CASE
+		   WHEN l.released_at IS NOT NULL THEN l.released_at
+		   ELSE l.expires_at OPERATOR(pg_catalog.+) l.lock_delay
+	   END AS available_at,
+	   l.takeover,
+	   l.acquires,
+	   l.renewals,
+	   l.releases,
+	   l.expired_takeovers
   FROM fencing.leases AS l;
 
 COMMENT ON VIEW fencing.lease_status IS
-	'One row per lease: holder, token, times, state and holder changes';
+	'One row per lease: holder, token, times, state, holder changes and counters';
 
 GRANT SELECT ON fencing.lease_status TO PUBLIC;
+
+-- Totals an operator can scrape.  Lease counters live in the lease rows,
+-- so lease_purge removes the counts of the leases it deletes.
+CREATE VIEW fencing.stats AS
+SELECT pg_catalog.count(*) AS leases,
+	   pg_catalog.count(*) FILTER (
+		   WHERE l.released_at IS NULL
+			 AND l.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
+	   ) AS held,
+	   COALESCE(pg_catalog.sum(l.acquires), 0)::bigint AS acquires,
+	   COALESCE(pg_catalog.sum(l.renewals), 0)::bigint AS renewals,
+	   COALESCE(pg_catalog.sum(l.releases), 0)::bigint AS releases,
+	   COALESCE(pg_catalog.sum(l.expired_takeovers), 0)::bigint AS expired_takeovers,
+	   (SELECT CASE WHEN s.is_called THEN s.last_value ELSE 0 END
+		  FROM fencing.stale_write_count AS s) AS stale_writes_refused
+  FROM fencing.leases AS l;
+
+COMMENT ON VIEW fencing.stats IS
+	'Totals: leases, held, acquires, renewals, releases, expired takeovers, stale writes refused';
+
+GRANT SELECT ON fencing.stats TO PUBLIC;

@@ -10,6 +10,7 @@ FENCING_DEB_PACKAGES=(
 	"postgresql-server-dev-$FENCING_PG_MAJOR"
 	postgresql-common
 	libipc-run-perl
+	libkrb5-dev
 	python3-psycopg2
 )
 

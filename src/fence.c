@@ -18,35 +18,11 @@ FENCING_FUNCTION(fencing_fence_allows);
 FENCING_FUNCTION(fencing_fence_advance);
 FENCING_FUNCTION(fencing_expect_rows);
 
-/*
- * A NULL or non-positive token is an error, not a quiet "false": such a
- * token was never issued, and NULL would make a WHERE clause silently
- * match nothing.
- */
-static int64
-token_argument(FunctionCallInfo fcinfo, int argno)
-{
-	int64		token;
-
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("fencing token must not be null")));
-	token = PG_GETARG_INT64(argno);
-	if (token <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("fencing token must be positive"),
-				 errdetail("Tokens are issued from 1 upwards; %lld was never issued.",
-						   (long long) token)));
-	return token;
-}
-
 /* fence_check(fence, token): fence IS NULL OR fence < token */
 Datum
 fencing_fence_check(PG_FUNCTION_ARGS)
 {
-	int64		token = token_argument(fcinfo, 1);
+	int64		token = fencing_token_arg(fcinfo, 1);
 
 	PG_RETURN_BOOL(PG_ARGISNULL(0) || PG_GETARG_INT64(0) < token);
 }
@@ -55,7 +31,7 @@ fencing_fence_check(PG_FUNCTION_ARGS)
 Datum
 fencing_fence_allows(PG_FUNCTION_ARGS)
 {
-	int64		token = token_argument(fcinfo, 1);
+	int64		token = fencing_token_arg(fcinfo, 1);
 
 	PG_RETURN_BOOL(PG_ARGISNULL(0) || PG_GETARG_INT64(0) <= token);
 }
@@ -68,7 +44,7 @@ fencing_fence_allows(PG_FUNCTION_ARGS)
 Datum
 fencing_fence_advance(PG_FUNCTION_ARGS)
 {
-	int64		token = token_argument(fcinfo, 1);
+	int64		token = fencing_token_arg(fcinfo, 1);
 	bool		allow_same = !PG_ARGISNULL(2) && PG_GETARG_BOOL(2);
 
 	if (!PG_ARGISNULL(0))

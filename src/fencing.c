@@ -31,7 +31,6 @@ void		_PG_init(void);
 
 static FencingCatalog catalog;
 static bool catalog_valid = false;
-static bool callback_registered = false;
 
 static void
 fencing_relcache_callback(Datum arg, Oid relid)
@@ -42,19 +41,18 @@ fencing_relcache_callback(Datum arg, Oid relid)
 		relid == catalog.leases_oid ||
 		relid == catalog.token_seq_oid ||
 		relid == catalog.token_base_oid ||
-		relid == catalog.token_origin_oid)
+		relid == catalog.token_origin_oid ||
+		relid == catalog.stale_count_oid)
 		catalog_valid = false;
 }
 
 void
 _PG_init(void)
 {
-	if (!callback_registered)
-	{
-		CacheRegisterRelcacheCallback(fencing_relcache_callback, (Datum) 0);
-		callback_registered = true;
-	}
+	CacheRegisterRelcacheCallback(fencing_relcache_callback, (Datum) 0);
 	fencing_define_token_guc();
+	fencing_lease_init();
+	fencing_events_init();
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("fencing");
 #else
@@ -90,6 +88,7 @@ fencing_catalog(void)
 	catalog.token_seq_oid = lookup_member("token_seq", catalog.namespace_oid);
 	catalog.token_base_oid = lookup_member("token_base", catalog.namespace_oid);
 	catalog.token_origin_oid = lookup_member("token_origin", catalog.namespace_oid);
+	catalog.stale_count_oid = lookup_member("stale_write_count", catalog.namespace_oid);
 
 	rel = relation_open(catalog.leases_oid, AccessShareLock);
 	catalog.owner_oid = rel->rd_rel->relowner;

@@ -28,6 +28,9 @@
 #define ERRCODE_FENCING_ROW_NOT_FOUND		MAKE_SQLSTATE('F','N','0','0','3')
 #define ERRCODE_FENCING_MISSING_TOKEN		MAKE_SQLSTATE('F','N','0','0','4')
 
+/* documented limit on lease names and holders */
+#define FENCING_MAX_NAME_BYTES	256
+
 /*
  * OIDs of the extension's own objects, looked up once per backend and
  * forgotten on any relcache invalidation of them (DROP/CREATE EXTENSION).
@@ -39,6 +42,7 @@ typedef struct FencingCatalog
 	Oid			token_seq_oid;	/* fencing.token_seq: the counter */
 	Oid			token_base_oid; /* fencing.token_base: (timeline, band) */
 	Oid			token_origin_oid;	/* fencing.token_origin: database identity */
+	Oid			stale_count_oid;	/* fencing.stale_write_count */
 	Oid			owner_oid;		/* owner of fencing.leases */
 } FencingCatalog;
 
@@ -53,6 +57,53 @@ typedef struct FencingOwnerScope
 
 extern void fencing_become_owner(FencingOwnerScope *scope);
 extern void fencing_restore_user(const FencingOwnerScope *scope);
+
+/* args.c */
+extern void fencing_require_arg(FunctionCallInfo fcinfo, int argno,
+								const char *what);
+extern text *fencing_name_arg(FunctionCallInfo fcinfo, int argno,
+							  const char *what);
+extern int64 fencing_duration_arg(FunctionCallInfo fcinfo, int argno,
+								  const char *what, int64 max_usecs,
+								  const char *max_text, bool allow_zero);
+extern Datum fencing_usecs_interval(int64 usecs);
+extern int64 fencing_token_arg(FunctionCallInfo fcinfo, int argno);
+
+/* lease_store.c */
+typedef enum LeaseStatement
+{
+	LEASE_TAKE,
+	LEASE_CREATE,
+	LEASE_AVAILABLE_AT,
+	LEASE_RENEW,
+	LEASE_RELEASE,
+	LEASE_CHECK,
+	LEASE_HOLDER_ROLE,
+	LEASE_VERSION,
+	LEASE_FORCE_RELEASE,
+	LEASE_PURGE,
+	NUM_LEASE_STATEMENTS
+} LeaseStatement;
+
+extern uint64 fencing_run_lease_statement(LeaseStatement stmt, Datum *values,
+										  Datum *results, bool *isnull,
+										  int nresults);
+extern void fencing_check_lease_snapshot(Datum *values);
+
+/* lease.c */
+extern void fencing_lease_init(void);
+extern bool fencing_is_lease_admin(Oid roleid);
+extern void fencing_lease_freed(text *name, int64 token, const char *event,
+								const char *holder);
+
+/* events.c */
+extern void fencing_events_init(void);
+extern void fencing_waiter_register(const char *name, int len);
+extern void fencing_waiter_unregister(const char *name, int len);
+extern void fencing_waiter_sleep(long timeout_ms);
+extern void fencing_wake_waiters_at_commit(const char *name, int len);
+extern void fencing_notify(const char *event, const char *name, int len,
+						   int64 token, const char *holder);
 
 /* token.c */
 extern int64 fencing_issue_token(void);

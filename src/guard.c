@@ -22,6 +22,9 @@
 #include "fencing.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "commands/sequence.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
@@ -91,9 +94,26 @@ declared_token(int64 *token)
 	return parse_token(declared_token_string, token);
 }
 
+/*
+ * Count a refused stale write.  The refusing transaction rolls back, so the
+ * count lives in a sequence, which does not.  Skipped where nextval() is
+ * not allowed, so counting never masks the real error.
+ */
+static void
+count_stale_write(void)
+{
+	const FencingCatalog *cat;
+
+	if (XactReadOnly || IsInParallelMode() || RecoveryInProgress())
+		return;
+	cat = fencing_catalog();
+	(void) nextval_internal(cat->stale_count_oid, false);
+}
+
 void
 fencing_report_stale(int64 token, int64 fence, const char *relname)
 {
+	count_stale_write();
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCING_STALE_TOKEN),
 			 errmsg("fencing token %lld is stale", (long long) token),

@@ -1,0 +1,203 @@
+/*-------------------------------------------------------------------------
+ *
+ * events.c
+ *	  Waking waiting acquirers, and NOTIFY for clients that watch leases.
+ *
+ * A backend waiting for a lease takes a share lock on an advisory lock
+ * tag derived from the lease name and sleeps on its latch.  Share locks
+ * never conflict with each other and nobody asks for a stronger one, so
+ * waiters never block anyone; the lock manager only serves as a registry
+ * of who waits for what.  When a transaction that released a lease
+ * commits, it asks the lock manager which backends hold that tag
+ * (GetLockConflicts, which never waits) and sets their latches.  No
+ * shared_preload_libraries, no polling: an idle waiter sleeps until it is
+ * woken or until the lease's expiry, whichever comes first.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "fencing.h"
+
+#include "access/xact.h"
+#include "commands/async.h"
+#include "common/hashfn.h"
+#include "lib/stringinfo.h"
+#include "libpq/libpq-be.h"
+#include "miscadmin.h"
+#include "nodes/pg_list.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "storage/lock.h"
+#include "storage/proc.h"
+#include "storage/sinvaladt.h"
+#include "utils/guc.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+
+/* advisory locks use 1 and 2 in field 4; 0x4645 ("FE") is ours alone */
+#define FENCING_LOCKTAG_FIELD4	0x4645
+
+/* tags of leases released in the current transaction, to wake at commit */
+static List *wake_at_commit = NIL;
+
+static bool notify_enabled = true;
+
+static void
+lease_locktag(LOCKTAG *tag, const char *name, int len)
+{
+	uint64		h = hash_bytes_extended((const unsigned char *) name, len, 0);
+
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
+						 FENCING_LOCKTAG_FIELD4);
+}
+
+void
+fencing_waiter_register(const char *name, int len)
+{
+	LOCKTAG		tag;
+
+	lease_locktag(&tag, name, len);
+	(void) LockAcquire(&tag, ShareLock, false, false);
+}
+
+void
+fencing_waiter_unregister(const char *name, int len)
+{
+	LOCKTAG		tag;
+
+	lease_locktag(&tag, name, len);
+	(void) LockRelease(&tag, ShareLock, false);
+}
+
+/*
+ * Sleep until our latch is set or "timeout_ms" passes.  Errors out at
+ * once on cancel, statement_timeout, termination, and (PostgreSQL 15+)
+ * when the client has gone away.
+ */
+void
+fencing_waiter_sleep(long timeout_ms)
+{
+	int			events = WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH;
+	int			rc;
+
+#if PG_VERSION_NUM >= 150000
+	if (MyProcPort != NULL)
+		events |= WL_SOCKET_CLOSED;
+	rc = WaitLatchOrSocket(MyLatch, events,
+						   MyProcPort != NULL ? MyProcPort->sock : PGINVALID_SOCKET,
+						   timeout_ms, PG_WAIT_EXTENSION);
+#else
+	rc = WaitLatch(MyLatch, events, timeout_ms, PG_WAIT_EXTENSION);
+#endif
+	ResetLatch(MyLatch);
+#if PG_VERSION_NUM >= 150000
+	if (rc & WL_SOCKET_CLOSED)
+		ereport(FATAL,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("connection to client lost while waiting for a lease")));
+#else
+	(void) rc;
+#endif
+	CHECK_FOR_INTERRUPTS();
+}
+
+static void
+wake_waiters(LOCKTAG *tag)
+{
+	VirtualTransactionId *vxids;
+	int			n = 0;
+
+	vxids = GetLockConflicts(tag, AccessExclusiveLock, &n);
+	for (int i = 0; i < n; i++)
+	{
+		PGPROC	   *proc;
+
+#if PG_VERSION_NUM >= 170000
+		proc = ProcNumberGetProc(vxids[i].procNumber);
+#else
+		proc = BackendIdGetProc(vxids[i].backendId);
+#endif
+		if (proc != NULL)
+			SetLatch(&proc->procLatch);
+	}
+}
+
+static void
+events_xact_callback(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			foreach(lc, wake_at_commit)
+				wake_waiters((LOCKTAG *) lfirst(lc));
+			wake_at_commit = NIL;
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			/* list memory goes with TopTransactionContext */
+			wake_at_commit = NIL;
+			break;
+		default:
+			break;
+	}
+}
+
+/* Wake the lease's waiters once this transaction has committed. */
+void
+fencing_wake_waiters_at_commit(const char *name, int len)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+	LOCKTAG    *tag = palloc(sizeof(LOCKTAG));
+
+	lease_locktag(tag, name, len);
+	wake_at_commit = lappend(wake_at_commit, tag);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * NOTIFY fencing, '{"event": ..., "lease": ..., "token": ..., "holder": ...}'
+ * delivered, like any NOTIFY, when the transaction commits.
+ */
+void
+fencing_notify(const char *event, const char *name, int len, int64 token,
+			   const char *holder)
+{
+	StringInfoData buf;
+	char	   *cname;
+
+	if (!notify_enabled)
+		return;
+	cname = pnstrdup(name, len);
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "{\"event\": ");
+	escape_json(&buf, event);
+	appendStringInfoString(&buf, ", \"lease\": ");
+	escape_json(&buf, cname);
+	appendStringInfo(&buf, ", \"token\": " INT64_FORMAT, token);
+	if (holder != NULL)
+	{
+		appendStringInfoString(&buf, ", \"holder\": ");
+		escape_json(&buf, holder);
+	}
+	appendStringInfoChar(&buf, '}');
+	Async_Notify("fencing", buf.data);
+	pfree(buf.data);
+	pfree(cname);
+}
+
+void
+fencing_events_init(void)
+{
+	RegisterXactCallback(events_xact_callback, NULL);
+	DefineCustomBoolVariable("fencing.notify",
+							 "Send NOTIFY fencing on lease acquire, takeover and release.",
+							 NULL,
+							 &notify_enabled,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+}

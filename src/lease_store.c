@@ -1,0 +1,259 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease_store.c
+ *	  The statements that read and write fencing.leases.
+ *
+ * Each statement is prepared once per backend and run as the extension's
+ * owner.  Expiry is judged with clock_timestamp() inside the statement, so
+ * a call that waited for the row lock judges by the clock after the wait,
+ * never by transaction start.  Every object and operator is named with
+ * its schema, so the caller's search_path cannot change what runs.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "fencing.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "storage/itemptr.h"
+#include "utils/builtins.h"
+#include "utils/snapmgr.h"
+
+typedef struct LeaseStatementDef
+{
+	const char *sql;
+	int			nargs;
+	Oid			argtypes[5];
+} LeaseStatementDef;
+
+#define EQ " OPERATOR(pg_catalog.=) "
+#define NOW "pg_catalog.clock_timestamp()"
+#define PLUS " OPERATOR(pg_catalog.+) "
+#define LIVE(alias) \
+	alias ".released_at IS NULL AND " \
+	alias ".expires_at OPERATOR(pg_catalog.>) " NOW
+#define SAME_HOLDER(alias) \
+	"(" alias ".holder" EQ "$2 AND " alias ".holder_role" EQ "$3)"
+/* the old row was held by someone else and not released: it expired */
+#define EXPIRED_TAKEOVER(alias) \
+	"(" alias ".released_at IS NULL AND NOT " SAME_HOLDER(alias) ")"
+
+/* $1 name, $2 holder, $3 role, $4 ttl, $5 lock delay */
+#define ACQUIRE_ARGS 5, {TEXTOID, TEXTOID, REGROLEOID, INTERVALOID, INTERVALOID}
+
+static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
+	/*
+	 * Take a free row, one whose lease and lock delay have passed, or our
+	 * own.  Returns the new token and whether this took over an expired
+	 * lease of another holder.
+	 */
+	[LEASE_TAKE] = {
+		"UPDATE fencing.leases AS l"
+		"   SET holder = $2, holder_role = $3,"
+		"       token = fencing.next_token(),"
+		"       acquired_at = " NOW ","
+		"       expires_at = (" NOW PLUS "$4),"
+		"       released_at = NULL,"
+		"       lock_delay = $5,"
+		"       takeover = " EXPIRED_TAKEOVER("l") ","
+		"       holder_changes = l.holder_changes" PLUS
+		"           CASE WHEN " SAME_HOLDER("l") " THEN 0 ELSE 1 END,"
+		"       acquires = l.acquires" PLUS "1,"
+		"       expired_takeovers = l.expired_takeovers" PLUS
+		"           CASE WHEN " EXPIRED_TAKEOVER("l") " THEN 1 ELSE 0 END"
+		" WHERE l.name" EQ "$1"
+		"   AND (l.released_at IS NOT NULL"
+		"        OR (l.expires_at" PLUS "l.lock_delay)"
+		"           OPERATOR(pg_catalog.<=) " NOW
+		"        OR " SAME_HOLDER("l") ")"
+		" RETURNING l.token, l.takeover",
+		ACQUIRE_ARGS
+	},
+	/* Create a lease; spends no token when the row exists. */
+	[LEASE_CREATE] = {
+		"INSERT INTO fencing.leases AS l"
+		"       (name, holder, holder_role, token, acquired_at, expires_at,"
+		"        lock_delay, acquires)"
+		" SELECT $1, $2, $3, fencing.next_token(), " NOW ", (" NOW PLUS "$4),"
+		"        $5, 1"
+		"  WHERE NOT EXISTS (SELECT FROM fencing.leases AS o"
+		"                     WHERE o.name" EQ "$1)"
+		" ON CONFLICT (name) DO NOTHING"
+		" RETURNING l.token, l.takeover",
+		ACQUIRE_ARGS
+	},
+	/* When may another holder take the lease?  NULL if free now. */
+	[LEASE_AVAILABLE_AT] = {
+		"SELECT CASE WHEN l.released_at IS NULL"
+		"            THEN (l.expires_at" PLUS "l.lock_delay) END"
+		"  FROM fencing.leases AS l WHERE l.name" EQ "$1",
+		1, {TEXTOID}
+	},
+	/* $1 name, $2 token, $3 role, $4 ttl */
+	[LEASE_RENEW] = {
+		"UPDATE fencing.leases AS l"
+		"   SET expires_at = (" NOW PLUS "$4),"
+		"       renewals = l.renewals" PLUS "1"
+		" WHERE l.name" EQ "$1 AND l.token" EQ "$2"
+		"   AND l.holder_role" EQ "$3 AND " LIVE("l"),
+		4, {TEXTOID, INT8OID, REGROLEOID, INTERVALOID}
+	},
+	/* $1 name, $2 token, $3 role */
+	[LEASE_RELEASE] = {
+		"UPDATE fencing.leases AS l"
+		"   SET released_at = " NOW ","
+		"       releases = l.releases" PLUS "1"
+		" WHERE l.name" EQ "$1 AND l.token" EQ "$2"
+		"   AND l.holder_role" EQ "$3 AND " LIVE("l"),
+		3, {TEXTOID, INT8OID, REGROLEOID}
+	},
+	[LEASE_CHECK] = {
+		"SELECT 1 FROM fencing.leases AS l"
+		" WHERE l.name" EQ "$1 AND l.token" EQ "$2"
+		"   AND l.holder_role" EQ "$3 AND " LIVE("l")
+		" FOR SHARE OF l",
+		3, {TEXTOID, INT8OID, REGROLEOID}
+	},
+	/* the role holding a live lease with this token */
+	[LEASE_HOLDER_ROLE] = {
+		"SELECT l.holder_role FROM fencing.leases AS l"
+		" WHERE l.name" EQ "$1 AND l.token" EQ "$2 AND " LIVE("l"),
+		2, {TEXTOID, INT8OID}
+	},
+	/* the lease row's current version, to compare across snapshots */
+	[LEASE_VERSION] = {
+		"SELECT l.ctid FROM fencing.leases AS l WHERE l.name" EQ "$1",
+		1, {TEXTOID}
+	},
+	/* $1 name: end any live lease, whoever holds it */
+	[LEASE_FORCE_RELEASE] = {
+		"UPDATE fencing.leases AS l"
+		"   SET released_at = " NOW ","
+		"       releases = l.releases" PLUS "1"
+		" WHERE l.name" EQ "$1 AND " LIVE("l")
+		" RETURNING l.token, l.holder",
+		1, {TEXTOID}
+	},
+	/* $1 age: delete leases free (released or expired) for longer */
+	[LEASE_PURGE] = {
+		"DELETE FROM fencing.leases AS l"
+		" WHERE COALESCE(l.released_at,"
+		"                (l.expires_at" PLUS "l.lock_delay))"
+		"       OPERATOR(pg_catalog.<) (" NOW " OPERATOR(pg_catalog.-) $1)",
+		1, {INTERVALOID}
+	},
+};
+
+static SPIPlanPtr lease_plans[NUM_LEASE_STATEMENTS];
+
+static SPIPlanPtr
+lease_plan(LeaseStatement stmt)
+{
+	const LeaseStatementDef *def = &lease_statements[stmt];
+
+	if (lease_plans[stmt] == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare(def->sql, def->nargs,
+									   (Oid *) def->argtypes);
+
+		if (plan == NULL)
+			elog(ERROR, "SPI_prepare failed for fencing statement %d: %s",
+				 (int) stmt, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "SPI_keepplan failed");
+		lease_plans[stmt] = plan;
+	}
+	return lease_plans[stmt];
+}
+
+/*
+ * Under REPEATABLE READ and SERIALIZABLE a statement sees the lease as of
+ * the transaction's snapshot.  A "no" from an old row version would be a
+ * wrong answer, so when the row has changed since, raise a serialization
+ * failure, as PostgreSQL does for a write to such a row.  values[0] is the
+ * lease name.
+ */
+void
+fencing_check_lease_snapshot(Datum *values)
+{
+	FencingOwnerScope scope;
+	SPIPlanPtr	plan;
+	ItemPointerData seen;
+	bool		seen_exists;
+	bool		changed;
+	bool		isnull;
+
+	if (!IsolationUsesXactSnapshot())
+		return;
+
+	fencing_become_owner(&scope);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	plan = lease_plan(LEASE_VERSION);
+
+	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the lease version");
+	seen_exists = SPI_processed == 1;
+	if (seen_exists)
+		seen = *(ItemPointer) DatumGetPointer(SPI_getbinval(SPI_tuptable->vals[0],
+												  SPI_tuptable->tupdesc, 1,
+												  &isnull));
+
+	if (SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(),
+							 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the lease version");
+	changed = (SPI_processed == 1) != seen_exists ||
+		(seen_exists &&
+		 !ItemPointerEquals(&seen,
+							(ItemPointer) DatumGetPointer(SPI_getbinval(SPI_tuptable->vals[0],
+															  SPI_tuptable->tupdesc,
+															  1, &isnull))));
+	SPI_finish();
+	fencing_restore_user(&scope);
+
+	if (changed)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to concurrent update of lease \"%s\"",
+						text_to_cstring(DatumGetTextPP(values[0]))),
+				 errhint("The transaction might succeed if retried.")));
+}
+
+/*
+ * Run one statement as the owner.  Returns the number of rows it touched;
+ * the first row's first "nresults" columns go to results[] (NULL columns
+ * to isnull[]), copied out of SPI's memory.
+ */
+uint64
+fencing_run_lease_statement(LeaseStatement stmt, Datum *values,
+							Datum *results, bool *isnull, int nresults)
+{
+	FencingOwnerScope scope;
+	uint64		processed;
+	int			rc;
+
+	fencing_become_owner(&scope);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
+	rc = SPI_execute_plan(lease_plan(stmt), values, NULL, false, 0);
+	if (rc < 0)
+		elog(ERROR, "fencing statement %d failed: %s",
+			 (int) stmt, SPI_result_code_string(rc));
+	processed = SPI_processed;
+
+	for (int i = 0; i < nresults && processed > 0; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(SPI_tuptable->tupdesc, i);
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0],
+									  SPI_tuptable->tupdesc, i + 1, &isnull[i]);
+
+		results[i] = isnull[i] ? (Datum) 0 :
+			SPI_datumTransfer(d, att->attbyval, att->attlen);
+	}
+
+	SPI_finish();
+	fencing_restore_user(&scope);
+	return processed;
+}
