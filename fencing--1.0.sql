@@ -115,10 +115,12 @@ COMMENT ON FUNCTION fencing.fence_allows(bigint, bigint) IS
 
 -- In the SET list: fence = fencing.fence_advance(fence, $token).  Runs only
 -- for rows the statement updates, and raises FN001 for a stale token.
+-- VOLATILE, so the planner never folds it on constants before any row is
+-- touched; it also counts refusals.
 CREATE FUNCTION fencing.fence_advance(fence bigint, token bigint,
 									  allow_same boolean DEFAULT false)
 RETURNS bigint
-LANGUAGE C IMMUTABLE PARALLEL SAFE
+LANGUAGE C VOLATILE PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'fencing_fence_advance';
 
 COMMENT ON FUNCTION fencing.fence_advance(bigint, bigint, boolean) IS
@@ -126,7 +128,7 @@ COMMENT ON FUNCTION fencing.fence_advance(bigint, bigint, boolean) IS
 
 CREATE FUNCTION fencing.expect_rows(affected bigint, expected bigint DEFAULT 1)
 RETURNS bigint
-LANGUAGE C IMMUTABLE PARALLEL SAFE
+LANGUAGE C VOLATILE PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'fencing_expect_rows';
 
 COMMENT ON FUNCTION fencing.expect_rows(bigint, bigint) IS

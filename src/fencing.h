@@ -79,7 +79,7 @@ typedef enum LeaseStatement
 	LEASE_RELEASE,
 	LEASE_CHECK,
 	LEASE_HOLDER_ROLE,
-	LEASE_VERSION,
+	LEASE_TAKEABLE,
 	LEASE_FORCE_RELEASE,
 	LEASE_PURGE,
 	NUM_LEASE_STATEMENTS
@@ -88,7 +88,7 @@ typedef enum LeaseStatement
 extern uint64 fencing_run_lease_statement(LeaseStatement stmt, Datum *values,
 										  Datum *results, bool *isnull,
 										  int nresults);
-extern void fencing_check_lease_snapshot(Datum *values);
+extern void fencing_check_lease_snapshot(LeaseStatement probe, Datum *values);
 
 /* lease.c */
 extern void fencing_lease_init(void);

@@ -71,7 +71,7 @@ run_as_holder(LeaseStatement stmt, Datum *values)
 	processed = fencing_run_lease_statement(stmt, values, NULL, NULL, 0);
 	if (processed > 0)
 		return processed;
-	fencing_check_lease_snapshot(values);
+	fencing_check_lease_snapshot(LEASE_HOLDER_ROLE, values);
 	if (fencing_run_lease_statement(LEASE_HOLDER_ROLE, values,
 									&holder_role, &isnull, 1) == 0 ||
 		DatumGetObjectId(holder_role) == caller)
@@ -198,7 +198,7 @@ fencing_lease_acquire(PG_FUNCTION_ARGS)
 	{
 		if (wait_usecs == 0)
 		{
-			fencing_check_lease_snapshot(values);
+			fencing_check_lease_snapshot(LEASE_TAKEABLE, values);
 			PG_RETURN_NULL();
 		}
 		if (!wait_and_acquire(values, wait_usecs, &token, &takeover))

@@ -16,7 +16,6 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
-#include "storage/itemptr.h"
 #include "utils/builtins.h"
 #include "utils/snapmgr.h"
 
@@ -121,10 +120,16 @@ static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
 		" WHERE l.name" EQ "$1 AND l.token" EQ "$2 AND " LIVE("l"),
 		2, {TEXTOID, INT8OID}
 	},
-	/* the lease row's current version, to compare across snapshots */
-	[LEASE_VERSION] = {
-		"SELECT l.ctid FROM fencing.leases AS l WHERE l.name" EQ "$1",
-		1, {TEXTOID}
+	/* would LEASE_TAKE or LEASE_CREATE succeed?  $1 name, $2 holder, $3 role */
+	[LEASE_TAKEABLE] = {
+		"SELECT WHERE COALESCE("
+		"   (SELECT l.released_at IS NOT NULL"
+		"           OR (l.expires_at" PLUS "l.lock_delay)"
+		"              OPERATOR(pg_catalog.<=) " NOW
+		"           OR " SAME_HOLDER("l")
+		"      FROM fencing.leases AS l WHERE l.name" EQ "$1),"
+		"   true)",
+		3, {TEXTOID, TEXTOID, REGROLEOID}
 	},
 	/* $1 name: end any live lease, whoever holds it */
 	[LEASE_FORCE_RELEASE] = {
@@ -168,51 +173,47 @@ lease_plan(LeaseStatement stmt)
 }
 
 /*
- * Under REPEATABLE READ and SERIALIZABLE a statement sees the lease as of
- * the transaction's snapshot.  A "no" from an old row version would be a
- * wrong answer, so when the row has changed since, raise a serialization
- * failure, as PostgreSQL does for a write to such a row.  values[0] is the
- * lease name.
+ * Does the read-only statement find a row, in the transaction's snapshot
+ * or in the latest one?
  */
-void
-fencing_check_lease_snapshot(Datum *values)
+static bool
+lease_probe(LeaseStatement stmt, Datum *values, bool latest)
 {
 	FencingOwnerScope scope;
-	SPIPlanPtr	plan;
-	ItemPointerData seen;
-	bool		seen_exists;
-	bool		changed;
-	bool		isnull;
-
-	if (!IsolationUsesXactSnapshot())
-		return;
+	int			rc;
+	bool		found;
 
 	fencing_become_owner(&scope);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	plan = lease_plan(LEASE_VERSION);
-
-	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the lease version");
-	seen_exists = SPI_processed == 1;
-	if (seen_exists)
-		seen = *(ItemPointer) DatumGetPointer(SPI_getbinval(SPI_tuptable->vals[0],
-												  SPI_tuptable->tupdesc, 1,
-												  &isnull));
-
-	if (SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(),
-							 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the lease version");
-	changed = (SPI_processed == 1) != seen_exists ||
-		(seen_exists &&
-		 !ItemPointerEquals(&seen,
-							(ItemPointer) DatumGetPointer(SPI_getbinval(SPI_tuptable->vals[0],
-															  SPI_tuptable->tupdesc,
-															  1, &isnull))));
+	if (latest)
+		rc = SPI_execute_snapshot(lease_plan(stmt), values, NULL,
+								  GetLatestSnapshot(), InvalidSnapshot,
+								  true, false, 1);
+	else
+		rc = SPI_execute_plan(lease_plan(stmt), values, NULL, true, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "fencing probe %d failed: %s",
+			 (int) stmt, SPI_result_code_string(rc));
+	found = SPI_processed > 0;
 	SPI_finish();
 	fencing_restore_user(&scope);
+	return found;
+}
 
-	if (changed)
+/*
+ * Under REPEATABLE READ and SERIALIZABLE a statement sees the lease as of
+ * the transaction's snapshot.  When it answered "no" but the latest
+ * committed row says "yes" (probe finds a row now that the snapshot does
+ * not), the answer came from a stale row: raise a serialization failure,
+ * as PostgreSQL does for a write to such a row.  values[0] is the name.
+ */
+void
+fencing_check_lease_snapshot(LeaseStatement probe, Datum *values)
+{
+	if (!IsolationUsesXactSnapshot())
+		return;
+	if (lease_probe(probe, values, true) && !lease_probe(probe, values, false))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("could not serialize access due to concurrent update of lease \"%s\"",

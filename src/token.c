@@ -193,8 +193,13 @@ verify_token_band(const FencingCatalog *cat, TimeLineID tli)
 	if (counter < (band << TOKEN_BAND_BITS))
 		set_sequence(cat->token_seq_oid, band << TOKEN_BAND_BITS);
 
-	/* the new band must be durable before any token of it is returned */
-	XLogFlush(GetXLogInsertRecPtr());
+	/*
+	 * The new band must be durable before any token of it is returned.
+	 * Our setval records end at XactLastRecEnd, and WAL is flushed in
+	 * order.  (Not GetXLogInsertRecPtr(): at a page boundary it points past
+	 * a page header not yet written, and XLogFlush refuses it.)
+	 */
+	XLogFlush(XactLastRecEnd);
 
 	/*
 	 * The state is settled and durable: let the next backend check.  Held
