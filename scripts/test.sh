@@ -20,12 +20,22 @@ fencing_build_install "${FENCING_EXTRA_CFLAGS:-}"
 
 work=$(fencing_copy_tree_for_postgres)
 flock -u 9
-trap 'rm -rf "$work"' EXIT
+# keep the actual outputs of failed runs for a look afterwards
+keep_results() {
+	if [ "$status" -ne 0 ]; then
+		rm -rf /tmp/fencing-results
+		mkdir -p /tmp/fencing-results
+		cp -r "$work"/results "$work"/output_iso/results /tmp/fencing-results/ 2>/dev/null || true
+		echo "actual outputs of this run: /tmp/fencing-results"
+	fi
+	rm -rf "$work"
+}
+status=0
+trap keep_results EXIT
 cd "$work"
 
 passed=0
 failed=0
-status=0
 
 run_suite() {
 	local name=$1

@@ -53,13 +53,12 @@ SELECT q, pg_temp.try(q) AS result
 	($$SELECT fencing.lease_acquire('never', 'bob', '178000000 years')$$),
 	($$SELECT fencing.lease_acquire('never', 'bob', '2147483647 days')$$),
 	($$SELECT fencing.lease_acquire('never', 'bob', '2562047788 hours')$$),
-	($$SELECT fencing.lease_acquire('never', 'bob', '1 min', '1 s')$$),
-	($$SELECT fencing.lease_acquire('never', 'bob', '1 min', '1 microsecond')$$),
-	($$SELECT fencing.lease_acquire('never', 'bob', '1 min', '1 day')$$),
+	($$SELECT fencing.lease_acquire('never', 'bob', '1 min', '1 day 1 microsecond')$$),
+	($$SELECT fencing.lease_acquire('never', 'bob', '1 min', '1 year')$$),
 	($$SELECT fencing.lease_acquire('never', 'bob', '1 min', '-1 s')$$),
 	($$SELECT fencing.lease_acquire('never', 'bob', '1 min', '-1 month')$$),
-	($$SELECT fencing.lease_acquire('err', 'bob', '1 min', '1 s')$$),
-	($$SELECT fencing.lease_acquire('err', 'alice', '1 min', '1 s')$$)
+	($$SELECT fencing.lease_acquire('err', 'bob', '1 min', '1 day 1 s')$$),
+	($$SELECT fencing.lease_acquire('err', 'alice', '1 min', '-1 s')$$)
   ) AS v(q);
 
 -- lease_renew
@@ -106,7 +105,7 @@ SELECT q, pg_temp.try(q) AS result
 \set VERBOSITY default
 SELECT fencing.lease_acquire('err', repeat('h', 257), '1 min');
 SELECT fencing.lease_renew('err', -7, '1 min');
-SELECT fencing.lease_acquire('never', 'bob', '1 min', '5 s');
+SELECT fencing.lease_acquire('never', 'bob', '1 min', '2 days');
 
 -- nothing changed: same rows, no lease 'never', no token spent
 SELECT pg_temp.all_leases() = :'leases_before' AS leases_unchanged;

@@ -32,7 +32,7 @@ SELECT q, pg_temp.try(q) AS result
 	($$SELECT fencing.lease_renew('sign_ttl_a', 1, '-178000000 years')$$)
   ) AS v(q);
 
--- wait: only zero is supported; positive is 0A000, negative 22023
+-- wait: judged by its whole value; a free lease is taken at once whatever the wait; negative is 22023, over 1 day 22023
 SELECT q, pg_temp.try(q) AS result
   FROM (VALUES
 	($$SELECT fencing.lease_acquire('sign_wait', 'bob', '1 min', '1 day -24 hours') > 0$$),

@@ -45,7 +45,7 @@ SELECT q, pg_temp.try(q) AS result
 	($$UPDATE fencing.leases SET expires_at = now() - interval '1 h'$$),
 	($$UPDATE fencing.leases SET holder = 'app-1' WHERE name = 'priv'$$),
 	($$DELETE FROM fencing.leases$$),
-	($$INSERT INTO fencing.leases VALUES ('forged', 'x', current_user::regrole, 1, now(), now(), NULL, 0)$$),
+	($$INSERT INTO fencing.leases (name, holder, holder_role, token, acquired_at, expires_at) VALUES ('forged', 'x', current_user::regrole, 1, now(), now())$$),
 	($$TRUNCATE fencing.leases$$),
 	($$SELECT setval('fencing.token_seq', 1)$$),
 	($$SELECT nextval('fencing.token_seq')$$),
