@@ -1,0 +1,179 @@
+# Copyright: fencing extension authors
+#
+# 003_pitr.pl: point-in-time recovery to a point before tokens the
+# original primary acknowledged.  The recovered cluster's counter is
+# behind, but it ends recovery on a new timeline and so issues tokens from
+# a higher band, above every token of the original.  A second PITR from
+# the same base backup gets yet another timeline (it finds the first one's
+# history file in the shared archive) and issues tokens above the first
+# PITR's too.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+my $BAND = 2**44;
+
+sub tokens
+{
+	my ($node, $n) = @_;
+	return split /\n/,
+	  $node->safe_psql('postgres',
+		"SELECT fencing.next_token() FROM generate_series(1, $n)");
+}
+
+sub acquire
+{
+	my ($node, $name, $holder) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT fencing.lease_acquire('$name', '$holder', '1 hour')");
+}
+
+sub leases
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT string_agg(name || ':' || holder || ':' || token, ',' ORDER BY name) FROM fencing.leases"
+	);
+}
+
+sub max_of { my $m = shift; for (@_) { $m = $_ if $_ > $m } return $m; }
+sub min_of { my $m = shift; for (@_) { $m = $_ if $_ < $m } return $m; }
+
+my $primary = PostgreSQL::Test::Cluster->new('primary');
+$primary->init(has_archiving => 1, allows_streaming => 1);
+$primary->start;
+$primary->safe_psql('postgres', 'CREATE EXTENSION fencing');
+
+my @before = tokens($primary, 20);
+my $p1 = acquire($primary, 'P1', 'A');
+
+$primary->backup('b1');
+
+push @before, tokens($primary, 50);
+my $p2 = acquire($primary, 'P2', 'A');
+push @before, $p1, $p2;
+is(max_of(@before), 72, 'tokens 1..72 issued before the restore point');
+$primary->safe_psql('postgres', "SELECT pg_create_restore_point('before')");
+
+# acknowledged after the restore point: PITR to 'before' loses all of these
+my @after = tokens($primary, 300);
+my $p2_after = acquire($primary, 'P2', 'A');
+my $p3_after = acquire($primary, 'P3', 'C');
+push @after, tokens($primary, 20), $p2_after, $p3_after;
+my $max_ack = max_of(@after);
+is($max_ack, 394, 'the original primary acknowledged tokens up to 394');
+is(leases($primary), "P1:A:$p1,P2:A:$p2_after,P3:C:$p3_after",
+	'leases on the original primary');
+
+# archive everything, then the original primary goes away
+my $walfile = $primary->safe_psql('postgres',
+	'SELECT pg_walfile_name(pg_current_wal_lsn())');
+$primary->safe_psql('postgres', 'SELECT pg_switch_wal()');
+$primary->poll_query_until('postgres',
+	"SELECT last_archived_wal >= '$walfile' FROM pg_stat_archiver")
+  or die 'WAL was not archived';
+$primary->stop;
+
+my $archive = $primary->archive_dir;
+
+# Restore b1, recover to 'before' and promote.  The restored node archives
+# into the same archive as the original (as a real deployment with one
+# backup repository would); that is how the next PITR learns about this
+# node's timeline.
+sub pitr
+{
+	my ($name) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init_from_backup($primary, 'b1', has_restoring => 1, standby => 0);
+	$node->append_conf(
+		'postgresql.conf', qq{
+recovery_target_name = 'before'
+recovery_target_action = 'promote'
+archive_mode = on
+archive_command = 'cp "%p" "$archive/%f"'
+});
+	$node->start;
+	$node->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
+	  or die "$name did not finish recovery";
+	ok( $node->log_contains('recovery stopping at restore point "before"'),
+		"$name: recovery stopped at restore point 'before'");
+
+	# it really went back: the counter and the leases are those of 'before'
+	my $seq = $node->safe_psql('postgres',
+		'SELECT last_value FROM fencing.token_seq');
+	cmp_ok($seq, '<', $max_ack,
+		"$name: the recovered counter ($seq) is below the original's max acknowledged ($max_ack)"
+	);
+	is(leases($node), "P1:A:$p1,P2:A:$p2",
+		"$name: leases as of 'before' (P2 with its old token, no P3)");
+	return $node;
+}
+
+# ---------------------------------------------------------------------------
+# first PITR: timeline 2, band 1
+
+my $pitr1 = pitr('pitr1');
+my @t1 = tokens($pitr1, 100);
+is($t1[0], $BAND + 1, 'pitr1: first token is the first of band 1');
+my $p2_1 = acquire($pitr1, 'P2', 'A');
+my $p3_1 = acquire($pitr1, 'P3', 'D');
+cmp_ok($p2_1, '>', $p2_after,
+	"pitr1: P2 re-acquired by its holder: $p2_1 > $p2_after (the original's lost acquire)");
+cmp_ok($p3_1, '>', $p3_after,
+	"pitr1: P3 (lost by the PITR) acquired by another holder: $p3_1 > $p3_after");
+push @t1, $p2_1, $p3_1, tokens($pitr1, 20);
+my @bad = grep { $_ <= $max_ack } @t1;
+is_deeply(\@bad, [],
+	"pitr1: all " . scalar(@t1) . " tokens > the original's max acknowledged $max_ack");
+
+$pitr1->safe_psql('postgres', 'CHECKPOINT');
+is($pitr1->safe_psql('postgres',
+		'SELECT timeline_id FROM pg_control_checkpoint()'),
+	'2', 'pitr1 is on timeline 2');
+# wait for the archiver to copy the history file
+for (my $i = 0; $i < 10 * $PostgreSQL::Test::Utils::timeout_default; $i++)
+{
+	last if -f "$archive/00000002.history";
+	usleep(100_000);
+}
+ok(-f "$archive/00000002.history",
+	'pitr1 archived its timeline history file into the shared archive');
+
+# ---------------------------------------------------------------------------
+# second PITR from the same backup: recovery_target_timeline is 'latest',
+# so it follows timeline 1 up to 'before' (which lies before the point
+# where timeline 2 branched off), stops there, and picks timeline 3, the
+# first one not in the archive.  Band 2 is above all of pitr1's band 1.
+#
+# (Had pitr1 not archived 00000002.history into the archive pitr2 restores
+# from, pitr2 would pick timeline 2 as well and issue the same band-1
+# tokens as pitr1: two forks of one history with equal timelines cannot be
+# told apart.  That is why this test shares the archive; see the report.)
+
+my $pitr2 = pitr('pitr2');
+my @t2 = tokens($pitr2, 100);
+is($t2[0], 2 * $BAND + 1, 'pitr2: first token is the first of band 2');
+push @t2, acquire($pitr2, 'P2', 'A'), acquire($pitr2, 'P3', 'E');
+$pitr2->safe_psql('postgres', 'CHECKPOINT');
+is($pitr2->safe_psql('postgres',
+		'SELECT timeline_id FROM pg_control_checkpoint()'),
+	'3', 'pitr2 is on timeline 3');
+@bad = grep { $_ <= $max_ack } @t2;
+is_deeply(\@bad, [],
+	"pitr2: all tokens > the original's max acknowledged $max_ack");
+cmp_ok(min_of(@t2), '>', max_of(@t1),
+	'pitr2: all tokens > every token pitr1 issued (' . min_of(@t2) . ' > '
+	  . max_of(@t1) . ')');
+
+# pitr1 keeps going in its own band, below pitr2
+my @t1b = tokens($pitr1, 10);
+cmp_ok(max_of(@t1b), '<', 2 * $BAND, 'pitr1 stays in band 1');
+cmp_ok(min_of(@t1b), '>', max_of(@t1), 'pitr1 keeps increasing');
+
+$pitr1->stop;
+$pitr2->stop;
+done_testing();

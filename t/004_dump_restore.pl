@@ -1,0 +1,162 @@
+# Copyright: fencing extension authors
+#
+# 004_dump_restore.pl: a database restored from pg_dump (custom or plain
+# format), into another cluster or into another database of the same
+# cluster, keeps its leases with their tokens and issues tokens above
+# every token the source ever issued in its band, including tokens the
+# source issued after the dump was taken.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $BAND = 2**44;
+my $tmp  = PostgreSQL::Test::Utils::tempdir;
+
+sub tokens
+{
+	my ($node, $db, $n) = @_;
+	return split /\n/,
+	  $node->safe_psql($db,
+		"SELECT fencing.next_token() FROM generate_series(1, $n)");
+}
+
+sub acquire
+{
+	my ($node, $db, $name, $holder) = @_;
+	return $node->safe_psql($db,
+		"SELECT fencing.lease_acquire('$name', '$holder', '1 hour')");
+}
+
+# the lease rows, everything but timestamps
+my $LEASES = q{
+SELECT string_agg(format('%s:%s:%s:%s:%s:%s', name, holder, holder_role,
+                         token, released_at IS NOT NULL, holder_changes),
+                  ',' ORDER BY name)
+  FROM fencing.leases};
+
+sub max_of { my $m = shift; for (@_) { $m = $_ if $_ > $m } return $m; }
+sub min_of { my $m = shift; for (@_) { $m = $_ if $_ < $m } return $m; }
+
+my $node_a = PostgreSQL::Test::Cluster->new('a');
+$node_a->init;
+$node_a->start;
+$node_a->safe_psql('postgres', 'CREATE DATABASE src');
+$node_a->safe_psql('src', 'CREATE EXTENSION fencing');
+
+# ---------------------------------------------------------------------------
+# source: tokens and leases in several states
+
+my @src = tokens($node_a, 'src', 100);
+my $l1 = acquire($node_a, 'src', 'L1', 'A');
+my $l2 = acquire($node_a, 'src', 'L2', 'B');
+is($node_a->safe_psql('src', "SELECT fencing.lease_release('L2', $l2)"),
+	't', 'L2 released');
+my $l3 = acquire($node_a, 'src', 'L3', 'C');
+is($node_a->safe_psql('src', "SELECT fencing.lease_renew('L3', $l3, '2 hours')"),
+	't', 'L3 renewed');
+# L4 changes holder: E, then (after release) F
+my $l4 = acquire($node_a, 'src', 'L4', 'E');
+$node_a->safe_psql('src', "SELECT fencing.lease_release('L4', $l4)");
+$l4 = acquire($node_a, 'src', 'L4', 'F');
+push @src, $l1, $l2, $l3, $l4;
+is(max_of(@src), 105, 'source issued tokens 1..105');
+
+my $leases_at_dump = $node_a->safe_psql('src', $LEASES);
+is( $leases_at_dump,
+	"L1:A:postgres:101:f:0,L2:B:postgres:102:t:0,"
+	  . "L3:C:postgres:103:f:0,L4:F:postgres:105:f:1",
+	'source leases');
+
+$node_a->command_ok([ 'pg_dump', '-Fc', '-d', 'src', '-f', "$tmp/src.dump" ],
+	'pg_dump -Fc');
+$node_a->command_ok([ 'pg_dump', '-d', 'src', '-f', "$tmp/src.sql" ],
+	'pg_dump plain format');
+
+# the source goes on after the dump: the restored copies never saw these
+push @src, tokens($node_a, 'src', 500), acquire($node_a, 'src', 'L1', 'A');
+my $src_max = max_of(@src);
+is($src_max, 606, 'source issued tokens up to 606, 501 of them after the dump');
+
+# Check a restored database: same leases, new tokens above all of the
+# source's (in band $band), leases usable.
+sub check_restored
+{
+	my ($node, $db, $what, $band) = @_;
+	is($node->safe_psql($db, $LEASES),
+		$leases_at_dump, "$what: leases restored with their tokens");
+	my @t = tokens($node, $db, 50);
+	is($t[0], $band * $BAND + 1, "$what: first token is the first of band $band");
+	my $l1n = acquire($node, $db, 'L1', 'A');
+	my $l5n = acquire($node, $db, 'L5', 'G');
+	push @t, $l1n, $l5n;
+	my @bad = grep { $_ <= $src_max } @t;
+	is_deeply(\@bad, [],
+		"$what: all " . scalar(@t) . " new tokens > every source token ($src_max)");
+	is(acquire($node, $db, 'L3', 'X'), '',
+		"$what: restored lease L3 is still held by C");
+	is($node->safe_psql($db, "SELECT fencing.lease_check('L1', $l1n)"),
+		't', "$what: L1's new token is current");
+	is($node->safe_psql($db, "SELECT fencing.lease_check('L1', $l1)"),
+		'f', "$what: L1's restored token is not");
+	return @t;
+}
+
+# ---------------------------------------------------------------------------
+# custom format into a new cluster
+
+my $node_b = PostgreSQL::Test::Cluster->new('b');
+$node_b->init;
+$node_b->start;
+$node_b->safe_psql('postgres', 'CREATE DATABASE dst');
+$node_b->command_ok([ 'pg_restore', '-d', 'dst', '--exit-on-error', "$tmp/src.dump" ],
+	'pg_restore into a new cluster');
+isnt(
+	$node_b->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()'),
+	$node_a->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()'),
+	'the new cluster has another system identifier');
+my @b_tokens = check_restored($node_b, 'dst', 'new cluster', 1);
+
+# ---------------------------------------------------------------------------
+# custom format into another database of the source cluster
+
+$node_a->safe_psql('postgres', 'CREATE DATABASE copy');
+$node_a->command_ok(
+	[ 'pg_restore', '-d', 'copy', '--exit-on-error', "$tmp/src.dump" ],
+	'pg_restore into a second database of the source cluster');
+check_restored($node_a, 'copy', 'second database', 1);
+
+# ---------------------------------------------------------------------------
+# plain format, through psql
+
+$node_b->safe_psql('postgres', 'CREATE DATABASE plain');
+$node_b->command_ok(
+	[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', 'plain', '-f', "$tmp/src.sql" ],
+	'plain dump restored with psql');
+check_restored($node_b, 'plain', 'plain format', 1);
+
+# ---------------------------------------------------------------------------
+# a restore of a restore: band 1 is restored, so the copy jumps to band 2
+
+$node_b->command_ok([ 'pg_dump', '-Fc', '-d', 'dst', '-f', "$tmp/dst.dump" ],
+	'pg_dump of the restored database');
+push @b_tokens, tokens($node_b, 'dst', 10);
+$node_a->safe_psql('postgres', 'CREATE DATABASE copy2');
+$node_a->command_ok(
+	[ 'pg_restore', '-d', 'copy2', '--exit-on-error', "$tmp/dst.dump" ],
+	'pg_restore of it back into the source cluster');
+my @c2 = tokens($node_a, 'copy2', 10);
+is($c2[0], 2 * $BAND + 1, 'restore of a restore: first token of band 2');
+cmp_ok(min_of(@c2), '>', max_of(@b_tokens),
+	'restore of a restore: above every token of the database it was dumped from');
+
+# the source itself is unaffected
+my @after = tokens($node_a, 'src', 10);
+is_deeply(\@after, [ $src_max + 1 .. $src_max + 10 ],
+	'the source continues where it was, in band 0');
+
+$node_a->stop;
+$node_b->stop;
+done_testing();
