@@ -11,6 +11,10 @@ CREATE SEQUENCE fencing.token_base AS bigint
 	MINVALUE 0 NO CYCLE CACHE 1;
 CREATE SEQUENCE fencing.token_origin AS bigint
 	MINVALUE -9223372036854775808 MAXVALUE 9223372036854775807 NO CYCLE CACHE 1;
+-- A random number drawn at CREATE EXTENSION, part of the origin.  Not
+-- dumped, so a restored dump never matches the database it lands in.
+CREATE SEQUENCE fencing.token_install AS bigint
+	MINVALUE 1 NO CYCLE CACHE 1;
 
 -- One row per lease, written only by the lease functions.  Only the
 -- primary key is indexed and fillfactor leaves room, so every lease call
@@ -46,7 +50,8 @@ SELECT pg_catalog.pg_extension_config_dump('fencing.token_base', '');
 SELECT pg_catalog.pg_extension_config_dump('fencing.token_origin', '');
 
 REVOKE ALL ON fencing.leases, fencing.token_seq, fencing.token_base,
-	fencing.token_origin, fencing.stale_write_count FROM PUBLIC;
+	fencing.token_origin, fencing.token_install, fencing.stale_write_count
+	FROM PUBLIC;
 
 CREATE FUNCTION fencing._bind_token_origin()
 RETURNS void
@@ -63,6 +68,14 @@ AS 'MODULE_PATHNAME', 'fencing_next_token';
 
 COMMENT ON FUNCTION fencing.next_token() IS
 	'A fresh fencing token: durable, larger than any issued before';
+
+CREATE FUNCTION fencing.advance_tokens(floor bigint)
+RETURNS void
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_advance_tokens';
+
+COMMENT ON FUNCTION fencing.advance_tokens(bigint) IS
+	'Make every token issued from now on exceed floor (superuser or fencing_admin)';
 
 CREATE FUNCTION fencing.lease_acquire(name text, holder text, ttl interval,
 									  wait interval DEFAULT '0')

@@ -42,6 +42,7 @@ fencing_relcache_callback(Datum arg, Oid relid)
 		relid == catalog.token_seq_oid ||
 		relid == catalog.token_base_oid ||
 		relid == catalog.token_origin_oid ||
+		relid == catalog.token_install_oid ||
 		relid == catalog.stale_count_oid)
 		catalog_valid = false;
 }
@@ -88,6 +89,7 @@ fencing_catalog(void)
 	catalog.token_seq_oid = lookup_member("token_seq", catalog.namespace_oid);
 	catalog.token_base_oid = lookup_member("token_base", catalog.namespace_oid);
 	catalog.token_origin_oid = lookup_member("token_origin", catalog.namespace_oid);
+	catalog.token_install_oid = lookup_member("token_install", catalog.namespace_oid);
 	catalog.stale_count_oid = lookup_member("stale_write_count", catalog.namespace_oid);
 
 	rel = relation_open(catalog.leases_oid, AccessShareLock);

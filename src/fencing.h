@@ -42,6 +42,7 @@ typedef struct FencingCatalog
 	Oid			token_seq_oid;	/* fencing.token_seq: the counter */
 	Oid			token_base_oid; /* fencing.token_base: (timeline, band) */
 	Oid			token_origin_oid;	/* fencing.token_origin: database identity */
+	Oid			token_install_oid;	/* fencing.token_install: random, not dumped */
 	Oid			stale_count_oid;	/* fencing.stale_write_count */
 	Oid			owner_oid;		/* owner of fencing.leases */
 } FencingCatalog;

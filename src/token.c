@@ -33,7 +33,14 @@
  * A database restored by pg_dump, or copied to another database or
  * cluster, has a foreign origin; it jumps to a band above both the
  * restored base and the restored counter, so its tokens exceed every
- * token the source had issued in those bands, even after the dump.
+ * token the source had issued in those bands, even after the dump.  The
+ * origin also hashes a random number drawn at CREATE EXTENSION and kept
+ * in fencing.token_install, which pg_dump does not dump, so a dump
+ * restored into the very database it came from is foreign too.
+ *
+ * Each backend remembers the band it verified and the LSN of the
+ * token_base page at that time; a changed LSN means someone (a restore,
+ * advance_tokens) moved the state, and the band is verified again.
  *
  *-------------------------------------------------------------------------
  */
@@ -43,6 +50,7 @@
 #include "access/xlog.h"
 #include "commands/extension.h"
 #include "commands/sequence.h"
+#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
@@ -56,18 +64,37 @@
 #define BASE_BAND_MASK		((INT64CONST(1) << BASE_BAND_BITS) - 1)
 #define MAX_TOKEN_BAND		((INT64CONST(1) << (63 - TOKEN_BAND_BITS)) - 1)
 
-/* timeline whose band this backend has verified, and the band's end */
+/* timeline whose band this backend has verified, the band's end, and
+ * the LSN of the token_base page then */
 static TimeLineID verified_timeline = 0;
 static int64 verified_band_end = 0;
+static XLogRecPtr verified_base_lsn = InvalidXLogRecPtr;
 
 FENCING_FUNCTION(fencing_next_token);
 FENCING_FUNCTION(fencing_bind_token_origin);
+FENCING_FUNCTION(fencing_advance_tokens);
 
 void
 fencing_forget_token_band(void)
 {
 	verified_timeline = 0;
 	verified_band_end = 0;
+	verified_base_lsn = InvalidXLogRecPtr;
+}
+
+/* LSN of the last WAL record that changed a sequence */
+static XLogRecPtr
+sequence_lsn(Oid seqoid)
+{
+	Relation	rel = relation_open(seqoid, AccessShareLock);
+	Buffer		buf = ReadBuffer(rel, 0);
+	XLogRecPtr	lsn;
+
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	lsn = BufferGetLSNAtomic(buf);
+	UnlockReleaseBuffer(buf);
+	relation_close(rel, AccessShareLock);
+	return lsn;
 }
 
 /*
@@ -89,14 +116,26 @@ insertion_timeline(void)
 #endif
 }
 
-/* Identity of this database: a restored or copied one has another. */
+/*
+ * Identity of this installation: cluster, database, and the random number
+ * drawn at CREATE EXTENSION.  A restored or copied database has another.
+ */
 static int64
-database_origin(void)
+database_origin(int64 install_nonce)
 {
-	uint64		id = GetSystemIdentifier() ^
-		((uint64) MyDatabaseId * UINT64CONST(0x9E3779B97F4A7C15));
+	struct
+	{
+		uint64		sysid;
+		uint64		nonce;
+		Oid			dboid;
+	}			id;
 
-	return (int64) id;
+	memset(&id, 0, sizeof(id));
+	id.sysid = GetSystemIdentifier();
+	id.nonce = (uint64) install_nonce;
+	id.dboid = MyDatabaseId;
+	return (int64) hash_bytes_extended((const unsigned char *) &id,
+									   sizeof(id), 0);
 }
 
 static void
@@ -118,9 +157,9 @@ spi_int8_column(int col)
 	return isnull ? 0 : DatumGetInt64(d);
 }
 
-/* Current values of the three sequences; an unused counter reads 0. */
+/* Current values of the token sequences; an unused counter reads 0. */
 static void
-read_token_state(int64 *counter, int64 *base, int64 *origin)
+read_token_state(int64 *counter, int64 *base, int64 *origin, int64 *nonce)
 {
 	int			rc;
 
@@ -129,13 +168,15 @@ read_token_state(int64 *counter, int64 *base, int64 *origin)
 	rc = SPI_execute("SELECT (SELECT CASE WHEN s.is_called THEN s.last_value ELSE 0 END"
 					 "          FROM fencing.token_seq AS s),"
 					 "       (SELECT b.last_value FROM fencing.token_base AS b),"
-					 "       (SELECT o.last_value FROM fencing.token_origin AS o)",
+					 "       (SELECT o.last_value FROM fencing.token_origin AS o),"
+					 "       (SELECT i.last_value FROM fencing.token_install AS i)",
 					 true, 1);
 	if (rc != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not read the fencing token state");
 	*counter = spi_int8_column(1);
 	*base = spi_int8_column(2);
 	*origin = spi_int8_column(3);
+	*nonce = spi_int8_column(4);
 	SPI_finish();
 }
 
@@ -154,12 +195,13 @@ token_space_exhausted(TimeLineID tli)
  * the band's end.  Runs once per backend and timeline, as the owner.
  */
 static void
-verify_token_band(const FencingCatalog *cat, TimeLineID tli)
+verify_token_band(const FencingCatalog *cat, TimeLineID tli, int64 floor)
 {
-	int64		origin_now = database_origin();
+	int64		origin_now;
 	int64		counter,
 				base,
-				origin;
+				origin,
+				nonce;
 	int64		base_tli,
 				base_band,
 				counter_band,
@@ -168,7 +210,8 @@ verify_token_band(const FencingCatalog *cat, TimeLineID tli)
 	/* one band check at a time; token issuers are not blocked */
 	LockRelationOid(cat->token_base_oid, ShareUpdateExclusiveLock);
 
-	read_token_state(&counter, &base, &origin);
+	read_token_state(&counter, &base, &origin, &nonce);
+	origin_now = database_origin(nonce);
 	base_tli = base >> BASE_BAND_BITS;
 	base_band = base & BASE_BAND_MASK;
 	counter_band = counter >> TOKEN_BAND_BITS;
@@ -183,6 +226,8 @@ verify_token_band(const FencingCatalog *cat, TimeLineID tli)
 		band = Max(base_band, counter_band) + (int64) tli;
 	}
 	band = Max(band, counter_band);
+	/* advance_tokens: everything issued from now on exceeds "floor" */
+	band = Max(band, floor >> TOKEN_BAND_BITS);
 	if (band > MAX_TOKEN_BAND)
 		token_space_exhausted(tli);
 
@@ -190,8 +235,8 @@ verify_token_band(const FencingCatalog *cat, TimeLineID tli)
 		set_sequence(cat->token_base_oid, ((int64) tli << BASE_BAND_BITS) | band);
 	if (origin != origin_now)
 		set_sequence(cat->token_origin_oid, origin_now);
-	if (counter < (band << TOKEN_BAND_BITS))
-		set_sequence(cat->token_seq_oid, band << TOKEN_BAND_BITS);
+	if (counter < Max(band << TOKEN_BAND_BITS, floor))
+		set_sequence(cat->token_seq_oid, Max(band << TOKEN_BAND_BITS, floor));
 
 	/*
 	 * The new band must be durable before any token of it is returned.
@@ -211,23 +256,9 @@ verify_token_band(const FencingCatalog *cat, TimeLineID tli)
 	verified_timeline = tli;
 	verified_band_end = (band == MAX_TOKEN_BAND) ? PG_INT64_MAX :
 		(band + 1) << TOKEN_BAND_BITS;
+	verified_base_lsn = sequence_lsn(cat->token_base_oid);
 }
 
-/* Flush WAL up to the record that covers the value nextval() returned. */
-static void
-flush_counter(Oid seqoid)
-{
-	Relation	rel = relation_open(seqoid, AccessShareLock);
-	Buffer		buf = ReadBuffer(rel, 0);
-	XLogRecPtr	lsn;
-
-	LockBuffer(buf, BUFFER_LOCK_SHARE);
-	lsn = BufferGetLSNAtomic(buf);
-	UnlockReleaseBuffer(buf);
-	relation_close(rel, AccessShareLock);
-
-	XLogFlush(lsn);
-}
 
 int64
 fencing_issue_token(void)
@@ -257,14 +288,16 @@ fencing_issue_token(void)
 
 	cat = fencing_catalog();
 	fencing_become_owner(&scope);
-	if (tli != verified_timeline)
-		verify_token_band(cat, tli);
+	if (tli != verified_timeline ||
+		sequence_lsn(cat->token_base_oid) != verified_base_lsn)
+		verify_token_band(cat, tli, 0);
 	token = nextval_internal(cat->token_seq_oid, false);
 	fencing_restore_user(&scope);
 
 	if (token >= verified_band_end)
 		token_space_exhausted(tli);
-	flush_counter(cat->token_seq_oid);
+	/* WAL up to the record that covers this value, before anyone sees it */
+	XLogFlush(sequence_lsn(cat->token_seq_oid));
 	return token;
 }
 
@@ -284,6 +317,7 @@ fencing_bind_token_origin(PG_FUNCTION_ARGS)
 	const FencingCatalog *cat;
 	FencingOwnerScope scope;
 	TimeLineID	tli;
+	int64		nonce;
 
 	if (!creating_extension)
 		ereport(ERROR,
@@ -293,10 +327,52 @@ fencing_bind_token_origin(PG_FUNCTION_ARGS)
 
 	tli = insertion_timeline();
 	cat = fencing_catalog();
+	if (!pg_strong_random(&nonce, sizeof(nonce)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not generate a random number")));
+	nonce = (nonce & PG_INT64_MAX) | 1;
+
 	fencing_become_owner(&scope);
+	set_sequence(cat->token_install_oid, nonce);
 	set_sequence(cat->token_base_oid, (int64) tli << BASE_BAND_BITS);
-	set_sequence(cat->token_origin_oid, database_origin());
+	set_sequence(cat->token_origin_oid, database_origin(nonce));
 	fencing_restore_user(&scope);
 	fencing_forget_token_band();
+	PG_RETURN_VOID();
+}
+
+/*
+ * advance_tokens(floor): every token issued from now on exceeds "floor".
+ * For a database whose resources carry fences from before its token
+ * history was lost: DROP EXTENSION, a physical copy started without
+ * recovery, a restore of an older dump.  Never moves tokens backwards.
+ */
+Datum
+fencing_advance_tokens(PG_FUNCTION_ARGS)
+{
+	const FencingCatalog *cat;
+	FencingOwnerScope scope;
+	TimeLineID	tli;
+	int64		floor;
+
+	if (!fencing_is_lease_admin(GetUserId()))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for fencing.advance_tokens"),
+				 errdetail("Only superusers and members of role fencing_admin may call it.")));
+	fencing_require_arg(fcinfo, 0, "token floor");
+	floor = PG_GETARG_INT64(0);
+	if (floor < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("token floor must not be negative")));
+
+	tli = insertion_timeline();
+	PreventCommandIfReadOnly("fencing.advance_tokens()");
+	cat = fencing_catalog();
+	fencing_become_owner(&scope);
+	verify_token_band(cat, tli, floor);
+	fencing_restore_user(&scope);
 	PG_RETURN_VOID();
 }
