@@ -39,6 +39,18 @@ CREATE TABLE fencing.leases (
 COMMENT ON TABLE fencing.leases IS
 	'Lease rows; written only through the fencing.lease_* functions';
 
+-- Rows that arrive any other way come from a restore: see src/token.c.
+CREATE FUNCTION fencing._leases_restored()
+RETURNS trigger
+LANGUAGE C
+AS 'MODULE_PATHNAME', 'fencing_leases_restored';
+
+REVOKE ALL ON FUNCTION fencing._leases_restored() FROM PUBLIC;
+
+CREATE TRIGGER leases_restored
+	AFTER INSERT ON fencing.leases
+	FOR EACH STATEMENT EXECUTE FUNCTION fencing._leases_restored();
+
 -- Stale writes refused by fence_guard and fence_advance.  A sequence,
 -- because the refused transaction rolls back and a counter must not.
 CREATE SEQUENCE fencing.stale_write_count AS bigint

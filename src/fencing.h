@@ -90,6 +90,7 @@ extern uint64 fencing_run_lease_statement(LeaseStatement stmt, Datum *values,
 										  Datum *results, bool *isnull,
 										  int nresults);
 extern void fencing_check_lease_snapshot(LeaseStatement probe, Datum *values);
+extern bool fencing_writing_leases;
 
 /* lease.c */
 extern void fencing_lease_init(void);

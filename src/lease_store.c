@@ -152,6 +152,9 @@ static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
 
 static SPIPlanPtr lease_plans[NUM_LEASE_STATEMENTS];
 
+/* true while one of our statements runs: see fencing_leases_restored */
+bool		fencing_writing_leases = false;
+
 static SPIPlanPtr
 lease_plan(LeaseStatement stmt)
 {
@@ -238,7 +241,16 @@ fencing_run_lease_statement(LeaseStatement stmt, Datum *values,
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
-	rc = SPI_execute_plan(lease_plan(stmt), values, NULL, false, 0);
+	fencing_writing_leases = true;
+	PG_TRY();
+	{
+		rc = SPI_execute_plan(lease_plan(stmt), values, NULL, false, 0);
+	}
+	PG_FINALLY();
+	{
+		fencing_writing_leases = false;
+	}
+	PG_END_TRY();
 	if (rc < 0)
 		elog(ERROR, "fencing statement %d failed: %s",
 			 (int) stmt, SPI_result_code_string(rc));

@@ -50,6 +50,7 @@
 #include "access/xlog.h"
 #include "commands/extension.h"
 #include "commands/sequence.h"
+#include "commands/trigger.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -73,6 +74,7 @@ static XLogRecPtr verified_base_lsn = InvalidXLogRecPtr;
 FENCING_FUNCTION(fencing_next_token);
 FENCING_FUNCTION(fencing_bind_token_origin);
 FENCING_FUNCTION(fencing_advance_tokens);
+FENCING_FUNCTION(fencing_leases_restored);
 
 void
 fencing_forget_token_band(void)
@@ -340,6 +342,40 @@ fencing_bind_token_origin(PG_FUNCTION_ARGS)
 	fencing_restore_user(&scope);
 	fencing_forget_token_band();
 	PG_RETURN_VOID();
+}
+
+/*
+ * Statement trigger on fencing.leases: rows inserted by anything but the
+ * lease functions come from a restore (pg_restore, psql of a dump).  The
+ * restore also brings back older sequence values, possibly of this very
+ * installation, so draw a new install number: the origin no longer
+ * matches, and the next token jumps to a band above everything restored.
+ */
+Datum
+fencing_leases_restored(PG_FUNCTION_ARGS)
+{
+	const FencingCatalog *cat;
+	FencingOwnerScope scope;
+	int64		nonce;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("%s must be called as a trigger",
+						"fencing._leases_restored()")));
+	if (fencing_writing_leases)
+		return PointerGetDatum(NULL);
+
+	if (!pg_strong_random(&nonce, sizeof(nonce)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not generate a random number")));
+	cat = fencing_catalog();
+	fencing_become_owner(&scope);
+	set_sequence(cat->token_install_oid, (nonce & PG_INT64_MAX) | 1);
+	fencing_restore_user(&scope);
+	fencing_forget_token_band();
+	return PointerGetDatum(NULL);
 }
 
 /*
