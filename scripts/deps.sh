@@ -12,6 +12,8 @@ FENCING_DEB_PACKAGES=(
 	libipc-run-perl
 	libkrb5-dev
 	python3-psycopg2
+	pgbouncer
+	spin
 )
 
 fencing_install_deps() {
@@ -34,6 +36,9 @@ fencing_install_deps() {
 	apt-get update -q >/dev/null
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 }
+
+# libkrb5-dev: the server's libpq-be.h includes <gssapi/gssapi.h>.
+# pgbouncer: the transaction-pooling tests.  spin: the protocol model.
 
 # Build with warnings as errors and install into the server's directories.
 # Server headers trip -Wunused-parameter, so that one warning stays off.
