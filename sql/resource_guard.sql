@@ -1,0 +1,289 @@
+--
+-- fencing.fence_guard('fence' [, 'allow_unfenced']): a BEFORE row trigger
+-- that makes a table refuse stale writes.
+--   UPDATE setting the fence column: new NULL or new < old is FN001.
+--   UPDATE not setting it: the token declared with SET LOCAL fencing.token
+--     must be >= the fence and is stamped into it; no token is FN004 unless
+--     'allow_unfenced'.
+--   DELETE: declared token >= fence; no token is FN004 unless 'allow_unfenced'.
+--   INSERT: a NULL fence is stamped with the declared token.
+-- After every refused write the row is shown unchanged.
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+
+CREATE TABLE resource_guarded (id int PRIMARY KEY, v text NOT NULL, fence bigint);
+CREATE TRIGGER guard BEFORE INSERT OR UPDATE OR DELETE ON resource_guarded
+    FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard('fence');
+
+--
+-- INSERT
+--
+-- without a declared token the fence is stored as given, NULL included
+INSERT INTO resource_guarded VALUES (1, 'one', 33), (2, 'two', NULL) RETURNING *;
+-- (fencing.token exists once the trigger has loaded the library; see
+-- resource_guard_errors for a session that has not loaded it yet)
+SHOW fencing.token;
+-- a declared token stamps a NULL fence and leaves a given fence alone
+BEGIN;
+SET LOCAL fencing.token = '40';
+INSERT INTO resource_guarded VALUES (3, 'three', NULL), (4, 'four', 35) RETURNING *;
+INSERT INTO resource_guarded (id, v) VALUES (5, 'five') RETURNING *;
+COMMIT;
+-- SET LOCAL ends with the transaction
+SHOW fencing.token;
+INSERT INTO resource_guarded (id, v) VALUES (6, 'six') RETURNING *;
+SELECT * FROM resource_guarded ORDER BY id;
+
+--
+-- UPDATE that sets the fence column
+--
+-- to NULL: FN001, unchanged
+UPDATE resource_guarded SET v = 'one nulled', fence = NULL WHERE id = 1 RETURNING *;
+\echo :SQLSTATE
+SELECT * FROM resource_guarded WHERE id = 1;
+-- lower: FN001, unchanged
+UPDATE resource_guarded SET v = 'one by 32', fence = 32 WHERE id = 1 RETURNING *;
+\echo :SQLSTATE
+SELECT * FROM resource_guarded WHERE id = 1;
+-- equal: the same holder writing again
+UPDATE resource_guarded SET v = 'one by 33 again', fence = 33 WHERE id = 1 RETURNING *;
+-- higher
+UPDATE resource_guarded SET v = 'one by 34', fence = 34 WHERE id = 1 RETURNING *;
+-- the fence column alone
+UPDATE resource_guarded SET fence = 35 WHERE id = 1 RETURNING *;
+-- a row never fenced may take a first fence, or stay unfenced
+UPDATE resource_guarded SET v = 'two by 20', fence = 20 WHERE id = 2 RETURNING *;
+UPDATE resource_guarded SET v = 'six still unfenced', fence = NULL WHERE id = 6 RETURNING *;
+-- "SET fence = fence" counts as setting the column, and equal is allowed
+UPDATE resource_guarded SET v = 'one, fence kept', fence = fence WHERE id = 1 RETURNING *;
+-- fence_advance in the SET list works on a guarded table as well
+UPDATE resource_guarded SET v = 'one by 36', fence = fencing.fence_advance(fence, 36)
+ WHERE id = 1 RETURNING *;
+-- a value set in the statement wins over a declared token, both ways
+BEGIN;
+SET LOCAL fencing.token = '50';
+UPDATE resource_guarded SET v = 'one by 37', fence = 37 WHERE id = 1 RETURNING *;
+UPDATE resource_guarded SET v = 'one by 30', fence = 30 WHERE id = 1 RETURNING *;
+\echo :SQLSTATE
+ROLLBACK;
+SELECT * FROM resource_guarded WHERE id = 1;
+-- one refused row fails the whole statement: rows 1 (fence 36) and 2
+-- (fence 20) with 30
+UPDATE resource_guarded SET v = v || ' by 30', fence = 30 WHERE id IN (1, 2) RETURNING *;
+\echo :SQLSTATE
+SELECT * FROM resource_guarded WHERE id IN (1, 2) ORDER BY id;
+
+--
+-- UPDATE that does not set the fence column
+--
+-- no declared token: FN004, unchanged
+UPDATE resource_guarded SET v = 'one unfenced' WHERE id = 1 RETURNING *;
+\echo :SQLSTATE
+-- an empty fencing.token is no token
+BEGIN;
+SET LOCAL fencing.token = '';
+UPDATE resource_guarded SET v = 'one unfenced' WHERE id = 1 RETURNING *;
+\echo :SQLSTATE
+ROLLBACK;
+-- even a row that was never fenced needs a token
+UPDATE resource_guarded SET v = 'six unfenced' WHERE id = 6 RETURNING *;
+\echo :SQLSTATE
+SELECT * FROM resource_guarded WHERE id IN (1, 6) ORDER BY id;
+-- declared token lower than the fence: FN001, unchanged
+BEGIN;
+SET LOCAL fencing.token = '35';
+UPDATE resource_guarded SET v = 'one by 35' WHERE id = 1 RETURNING *;
+\echo :SQLSTATE
+ROLLBACK;
+SELECT * FROM resource_guarded WHERE id = 1;
+-- equal: allowed, the fence stays
+BEGIN;
+SET LOCAL fencing.token = '36';
+UPDATE resource_guarded SET v = 'one by 36 again' WHERE id = 1 RETURNING *;
+COMMIT;
+-- higher: allowed, and stamped into the fence; a never-fenced row too
+BEGIN;
+SET LOCAL fencing.token = '38';
+WITH u AS (
+    UPDATE resource_guarded SET v = v || ' / 38' WHERE id IN (1, 6) RETURNING *)
+SELECT * FROM u ORDER BY id;
+COMMIT;
+-- one row with a newer fence (row 3 has 40) fails the whole statement
+BEGIN;
+SET LOCAL fencing.token = '39';
+UPDATE resource_guarded SET v = v || ' / 39' WHERE id IN (1, 3) RETURNING *;
+\echo :SQLSTATE
+ROLLBACK;
+SELECT * FROM resource_guarded WHERE id IN (1, 3) ORDER BY id;
+-- a session-wide SET works as well, and so does set_config(..., true)
+SET fencing.token = '39';
+UPDATE resource_guarded SET v = 'one by 39' WHERE id = 1 RETURNING *;
+RESET fencing.token;
+BEGIN;
+SELECT set_config('fencing.token', '40', true);
+UPDATE resource_guarded SET v = 'one by 40' WHERE id = 1 RETURNING *;
+COMMIT;
+SHOW fencing.token;
+-- a declared token rolled back with its savepoint is gone
+BEGIN;
+SET LOCAL fencing.token = '41';
+SAVEPOINT s;
+SET LOCAL fencing.token = '42';
+ROLLBACK TO SAVEPOINT s;
+SHOW fencing.token;
+UPDATE resource_guarded SET v = 'one by 41' WHERE id = 1 RETURNING *;
+COMMIT;
+
+--
+-- DELETE
+--
+SELECT * FROM resource_guarded WHERE id IN (3, 4, 6) ORDER BY id;
+-- no declared token: FN004, the row stays
+DELETE FROM resource_guarded WHERE id = 4 RETURNING *;
+\echo :SQLSTATE
+-- declared token lower than the fence (35): FN001, the row stays
+BEGIN;
+SET LOCAL fencing.token = '34';
+DELETE FROM resource_guarded WHERE id = 4 RETURNING *;
+\echo :SQLSTATE
+ROLLBACK;
+SELECT * FROM resource_guarded WHERE id = 4;
+-- one refused row keeps all rows of the statement
+BEGIN;
+SET LOCAL fencing.token = '39';
+DELETE FROM resource_guarded WHERE id IN (3, 4) RETURNING *;
+\echo :SQLSTATE
+ROLLBACK;
+SELECT * FROM resource_guarded WHERE id IN (3, 4) ORDER BY id;
+-- equal and higher tokens delete
+BEGIN;
+SET LOCAL fencing.token = '35';
+DELETE FROM resource_guarded WHERE id = 4 RETURNING *;
+COMMIT;
+BEGIN;
+SET LOCAL fencing.token = '45';
+DELETE FROM resource_guarded WHERE id = 3 RETURNING *;
+COMMIT;
+-- a row never fenced: any token deletes it, no token does not
+INSERT INTO resource_guarded VALUES (7, 'seven', NULL);
+DELETE FROM resource_guarded WHERE id = 7;
+\echo :SQLSTATE
+BEGIN;
+SET LOCAL fencing.token = '1';
+DELETE FROM resource_guarded WHERE id = 7 RETURNING *;
+COMMIT;
+SELECT * FROM resource_guarded ORDER BY id;
+
+--
+-- 'allow_unfenced': writes without a token pass; a token is still checked
+--
+CREATE TABLE resource_guarded_lax (id int PRIMARY KEY, v text NOT NULL, fence bigint);
+CREATE TRIGGER guard BEFORE INSERT OR UPDATE OR DELETE ON resource_guarded_lax
+    FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard('fence', 'allow_unfenced');
+INSERT INTO resource_guarded_lax VALUES (1, 'one', 33), (2, 'two', 34), (3, 'three', NULL);
+-- without a token: UPDATE passes and leaves the fence, DELETE passes
+UPDATE resource_guarded_lax SET v = 'one unfenced' WHERE id = 1 RETURNING *;
+UPDATE resource_guarded_lax SET v = 'three unfenced' WHERE id = 3 RETURNING *;
+DELETE FROM resource_guarded_lax WHERE id = 2 RETURNING *;
+-- a declared token is checked and stamped
+BEGIN;
+SET LOCAL fencing.token = '32';
+UPDATE resource_guarded_lax SET v = 'one by 32' WHERE id = 1 RETURNING *;
+\echo :SQLSTATE
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token = '32';
+DELETE FROM resource_guarded_lax WHERE id = 1 RETURNING *;
+\echo :SQLSTATE
+ROLLBACK;
+SELECT * FROM resource_guarded_lax ORDER BY id;
+BEGIN;
+SET LOCAL fencing.token = '40';
+WITH u AS (
+    UPDATE resource_guarded_lax SET v = v || ' / 40' WHERE id IN (1, 3) RETURNING *)
+SELECT * FROM u ORDER BY id;
+COMMIT;
+-- setting the fence column is checked as on a strict table
+UPDATE resource_guarded_lax SET v = 'one by 39', fence = 39 WHERE id = 1 RETURNING *;
+\echo :SQLSTATE
+UPDATE resource_guarded_lax SET v = 'one nulled', fence = NULL WHERE id = 1 RETURNING *;
+\echo :SQLSTATE
+SELECT * FROM resource_guarded_lax ORDER BY id;
+UPDATE resource_guarded_lax SET v = 'one by 41', fence = 41 WHERE id = 1 RETURNING *;
+-- INSERT stamps with a declared token here too
+BEGIN;
+SET LOCAL fencing.token = '42';
+INSERT INTO resource_guarded_lax VALUES (4, 'four', NULL) RETURNING *;
+COMMIT;
+DROP TABLE resource_guarded_lax;
+
+--
+-- INSERT ... ON CONFLICT DO UPDATE on a guarded table
+--
+CREATE TABLE resource_guarded_upsert (id int PRIMARY KEY, v text NOT NULL, fence bigint);
+CREATE TRIGGER guard BEFORE INSERT OR UPDATE OR DELETE ON resource_guarded_upsert
+    FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard('fence');
+-- DO UPDATE that sets the fence column
+INSERT INTO resource_guarded_upsert AS t VALUES (1, 'a by 33', 33)
+    ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, fence = EXCLUDED.fence RETURNING *;
+INSERT INTO resource_guarded_upsert AS t VALUES (1, 'a by 34', 34)
+    ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, fence = EXCLUDED.fence RETURNING *;
+INSERT INTO resource_guarded_upsert AS t VALUES (1, 'a by 32', 32)
+    ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, fence = EXCLUDED.fence RETURNING *;
+\echo :SQLSTATE
+INSERT INTO resource_guarded_upsert AS t VALUES (1, 'a nulled', NULL)
+    ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, fence = EXCLUDED.fence RETURNING *;
+\echo :SQLSTATE
+SELECT * FROM resource_guarded_upsert ORDER BY id;
+INSERT INTO resource_guarded_upsert AS t VALUES (1, 'a by 34 again', 34)
+    ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, fence = EXCLUDED.fence RETURNING *;
+-- DO UPDATE that does not set it: needs the declared token
+INSERT INTO resource_guarded_upsert AS t VALUES (1, 'a unfenced', NULL)
+    ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v RETURNING *;
+\echo :SQLSTATE
+BEGIN;
+SET LOCAL fencing.token = '33';
+INSERT INTO resource_guarded_upsert AS t VALUES (1, 'a by 33', NULL)
+    ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v RETURNING *;
+\echo :SQLSTATE
+ROLLBACK;
+SELECT * FROM resource_guarded_upsert ORDER BY id;
+-- a new row is stamped by the INSERT, a conflicting one by the UPDATE
+BEGIN;
+SET LOCAL fencing.token = '35';
+INSERT INTO resource_guarded_upsert AS t VALUES (1, 'a by 35', NULL), (2, 'b by 35', NULL)
+    ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v RETURNING *;
+COMMIT;
+-- EXCLUDED carries the fence the INSERT stamped
+BEGIN;
+SET LOCAL fencing.token = '36';
+INSERT INTO resource_guarded_upsert AS t VALUES (1, 'a by 36', NULL)
+    ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, fence = EXCLUDED.fence RETURNING *;
+COMMIT;
+-- guard and fence_advance together
+INSERT INTO resource_guarded_upsert AS t VALUES (2, 'b by 34', 34)
+    ON CONFLICT (id) DO UPDATE
+    SET v = EXCLUDED.v, fence = fencing.fence_advance(t.fence, EXCLUDED.fence) RETURNING *;
+\echo :SQLSTATE
+INSERT INTO resource_guarded_upsert AS t VALUES (2, 'b by 37', 37)
+    ON CONFLICT (id) DO UPDATE
+    SET v = EXCLUDED.v, fence = fencing.fence_advance(t.fence, EXCLUDED.fence) RETURNING *;
+SELECT * FROM resource_guarded_upsert ORDER BY id;
+DROP TABLE resource_guarded_upsert;
+
+--
+-- a fence column with another name
+--
+CREATE TABLE resource_guarded_epoch (id int PRIMARY KEY, v text NOT NULL, "Epoch" bigint);
+CREATE TRIGGER guard BEFORE INSERT OR UPDATE OR DELETE ON resource_guarded_epoch
+    FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard('Epoch');
+INSERT INTO resource_guarded_epoch VALUES (1, 'one', 33);
+UPDATE resource_guarded_epoch SET v = 'one by 32', "Epoch" = 32 WHERE id = 1;
+\echo :SQLSTATE
+BEGIN;
+SET LOCAL fencing.token = '34';
+UPDATE resource_guarded_epoch SET v = 'one by 34' WHERE id = 1 RETURNING *;
+COMMIT;
+DROP TABLE resource_guarded_epoch;
+
+DROP TABLE resource_guarded;
