@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
 
-suites=${FENCING_SUITES:-"regress isolation tap"}
+suites=${FENCING_SUITES:-"regress isolation tap negative model"}
 
 fencing_install_deps
 echo "== building with -Wall -Wextra -Werror ${FENCING_EXTRA_CFLAGS:-}"
@@ -57,6 +57,12 @@ run_suite() {
 	local p f
 	p=$(grep -Ec '^(ok|test) .* ok( |$)|^ok [0-9]+ ' "$log" || true)
 	case $name in
+	negative | model)
+		p=$(sed -n 's/^[a-z ]*: \([0-9]*\) passed, \([0-9]*\) failed.*/\1/p' "$log" | tail -n1)
+		f=$(sed -n 's/^[a-z ]*: \([0-9]*\) passed, \([0-9]*\) failed.*/\2/p' "$log" | tail -n1)
+		p=${p:-0}
+		f=${f:-0}
+		;;
 	tap)
 		p=$(sed -n 's/^Files=[0-9]*, Tests=\([0-9]*\).*/\1/p' "$log" | tail -n1)
 		f=$(grep -Ec '^not ok' "$log" || true)
@@ -86,6 +92,14 @@ for s in $suites; do
 	tap)
 		[ -n "$(ls t/*.pl 2>/dev/null)" ] &&
 			run_suite tap make -s installcheck REGRESS= ISOLATION= ${PROVE_TESTS:+PROVE_TESTS="$PROVE_TESTS"}
+		;;
+	negative)
+		# the token tests must fail against a plain nextval()
+		run_suite negative bash scripts/negative_control.sh
+		;;
+	model)
+		[ -x scripts/check_model.sh ] &&
+			run_suite model bash scripts/check_model.sh
 		;;
 	*)
 		echo "unknown suite $s" >&2
