@@ -5,6 +5,8 @@ EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).co
 MODULE_big = fencing
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 PGFILEDESC = "fencing - leases with fencing tokens"
+# the extension version, for PG_MODULE_MAGIC_EXT in src/fencing.c
+PG_CPPFLAGS = -DFENCING_VERSION=\"$(EXTVERSION)\"
 
 DATA = $(wildcard fencing--*.sql)
 
@@ -17,3 +19,15 @@ TAP_TESTS = 1
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# PGXN distribution archive, named after META.json's version, which
+# scripts/release_check.sh keeps in step with default_version
+DISTVERSION = $(shell sed -n 's/^   "version": "\([^"]*\)",$$/\1/p' META.json)
+dist:
+	bash scripts/release_check.sh
+	git archive --format zip --prefix=$(EXTENSION)-$(DISTVERSION)/ -o $(EXTENSION)-$(DISTVERSION).zip HEAD
+
+release-check:
+	bash scripts/release_check.sh
+
+.PHONY: dist release-check

@@ -2,6 +2,11 @@
 
 \echo Use "CREATE EXTENSION fencing" to load this file. \quit
 
+-- The schema belongs to the extension, so DROP EXTENSION removes it.  (A
+-- "schema = fencing" line in fencing.control would have CREATE EXTENSION
+-- create it outside the extension, and DROP EXTENSION leave it behind.)
+CREATE SCHEMA fencing;
+
 -- The token counter and the two pieces of state that place it in a
 -- timeline band (see src/token.c).  All three are non-transactional on
 -- purpose, and dumped by pg_dump so a restore continues above them.

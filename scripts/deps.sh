@@ -14,7 +14,15 @@ FENCING_DEB_PACKAGES=(
 	python3-psycopg2
 	pgbouncer
 	spin
+	dpkg-dev
+	debhelper
+	postgresql-server-dev-all
+	libpq-dev
 )
+# Node.js for examples/node (t/063_clients.pl).  A nodejs that bundles its
+# own npm (NodeSource's) conflicts with Debian's npm package: ask for
+# Debian's only where there is no npm.
+command -v npm >/dev/null 2>&1 || FENCING_DEB_PACKAGES+=(nodejs npm)
 
 fencing_install_deps() {
 	local missing=()
@@ -39,6 +47,9 @@ fencing_install_deps() {
 
 # libkrb5-dev: the server's libpq-be.h includes <gssapi/gssapi.h>.
 # pgbouncer: the transaction-pooling tests.  spin: the protocol model.
+# dpkg-dev, debhelper, postgresql-server-dev-all (pg_buildext, the pgxs_loop
+# debhelper sequence): the Debian package test, t/060_debian_package.pl.
+# libpq-dev: examples/c (also pulled in by postgresql-server-dev-N).
 
 # Build with warnings as errors and install into the server's directories.
 # Server headers trip -Wunused-parameter, so that one warning stays off.

@@ -22,7 +22,11 @@
 #include "access/relation.h"
 
 #if PG_VERSION_NUM >= 180000
-PG_MODULE_MAGIC_EXT(.name = "fencing",.version = "1.0");
+/* FENCING_VERSION: fencing.control's default_version, from the Makefile */
+#ifndef FENCING_VERSION
+#error "FENCING_VERSION is not defined: build with the Makefile"
+#endif
+PG_MODULE_MAGIC_EXT(.name = "fencing",.version = FENCING_VERSION);
 #else
 PG_MODULE_MAGIC;
 #endif

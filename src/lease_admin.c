@@ -9,8 +9,11 @@
 #include "fencing.h"
 
 #include "access/xact.h"
+#include "common/int.h"
+#include "datatype/timestamp.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 
 FENCING_FUNCTION(fencing_lease_force_release);
 FENCING_FUNCTION(fencing_lease_purge);
@@ -68,11 +71,17 @@ Datum
 fencing_lease_purge(PG_FUNCTION_ARGS)
 {
 	Datum		values[1];
+	int64		age;
+	TimestampTz cutoff;
 
 	require_lease_admin("fencing.lease_purge");
-	values[0] = fencing_usecs_interval(fencing_duration_arg(fcinfo, 0, "purge age",
-															PG_INT64_MAX, "",
-															true));
+	age = fencing_duration_arg(fcinfo, 0, "purge age", PG_INT64_MAX, "", true);
+
+	/* an age beyond the calendar's start purges nothing, not an error */
+	if (pg_sub_s64_overflow(GetCurrentTimestamp(), age, &cutoff) ||
+		!IS_VALID_TIMESTAMP(cutoff))
+		TIMESTAMP_NOBEGIN(cutoff);
+	values[0] = TimestampTzGetDatum(cutoff);
 	PG_RETURN_INT64((int64) fencing_run_lease_statement(LEASE_PURGE, values,
 														NULL, NULL, 0));
 }

@@ -140,13 +140,13 @@ static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
 		" RETURNING l.token, l.holder",
 		1, {TEXTOID}
 	},
-	/* $1 age: delete leases free (released or expired) for longer */
+	/* $1 cutoff: delete leases free (released, or expired) since before */
 	[LEASE_PURGE] = {
 		"DELETE FROM fencing.leases AS l"
 		" WHERE COALESCE(l.released_at,"
 		"                (l.expires_at" PLUS "l.lock_delay))"
-		"       OPERATOR(pg_catalog.<) (" NOW " OPERATOR(pg_catalog.-) $1)",
-		1, {INTERVALOID}
+		"       OPERATOR(pg_catalog.<) $1",
+		1, {TIMESTAMPTZOID}
 	},
 };
 
