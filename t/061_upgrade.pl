@@ -196,10 +196,11 @@ my $member_oids = $node->safe_psql('dropcheck', q{
 	   AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'fencing')});
 my $ext_oid = $node->safe_psql('dropcheck',
 	"SELECT oid FROM pg_extension WHERE extname = 'fencing'");
-my $schema_is_member = $node->safe_psql('dropcheck', q{
+is($node->safe_psql('dropcheck', q{
 	SELECT count(*) FROM pg_depend
 	 WHERE classid = 'pg_namespace'::regclass AND objid = 'fencing'::regnamespace
-	   AND refclassid = 'pg_extension'::regclass AND deptype = 'e'});
+	   AND refclassid = 'pg_extension'::regclass AND deptype = 'e'}),
+	'1', 'schema fencing is a member of the extension');
 
 my ($rc3, $o3, $e3) = $node->psql('dropcheck', "\\set VERBOSITY verbose\nDROP EXTENSION fencing");
 like($e3, qr/2BP01: cannot drop extension fencing because other objects depend on it/,
@@ -238,19 +239,11 @@ is($node->safe_psql('dropcheck', qq{
 	     + (SELECT count(*) FROM pg_description WHERE objoid IN ($member_oids))}),
 	'0', 'no initial privileges or comments of its objects');
 
-{
-	local $TODO = $schema_is_member
-	  ? undef
-	  : "fencing.control's schema = fencing: CREATE EXTENSION creates the schema outside the "
-	  . 'extension, so DROP EXTENSION keeps it (create it in the install script instead)';
-	is($node->safe_psql('dropcheck',
-			"SELECT count(*) FROM pg_namespace WHERE nspname = 'fencing'"),
-		'0', 'no schema fencing');
-}
-my $after = $node->safe_psql('dropcheck', $catalog_snapshot);
-$after =~ s/^pg_namespace fencing\n//m unless $schema_is_member;
-is($after, $before, 'the catalogs hold what they held before CREATE EXTENSION'
-	  . ($schema_is_member ? '' : ' (but for the schema)'));
+is($node->safe_psql('dropcheck',
+		"SELECT count(*) FROM pg_namespace WHERE nspname = 'fencing'"),
+	'0', 'no schema fencing: it belongs to the extension');
+is($node->safe_psql('dropcheck', $catalog_snapshot), $before,
+	'the catalogs hold what they held before CREATE EXTENSION');
 
 # created again, used, dropped and created again in one session
 my $again = $node->safe_psql('dropcheck', q{
