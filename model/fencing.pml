@@ -1,0 +1,388 @@
+/*
+ * fencing.pml: the lease + fencing-token protocol of the fencing extension,
+ * as a Promela model for spin.  It models the protocol, not the C code;
+ * model/README.md maps every step to the function or SQL statement that
+ * implements it.  scripts/check_model.sh runs every configuration below.
+ *
+ * Actors
+ *   clock      a global discrete clock that ticks up to TMAX; a tick can
+ *              come between any two steps of any worker.
+ *   server     ships WAL to a standby (a snapshot of the committed state)
+ *              and at most FAILOVERS times fails over to that standby,
+ *              losing the WAL tail after the snapshot.
+ *   worker(i)  NW workers.  Each loops: acquire the lease, then any number
+ *              of {renew | check the lease, then write to the resource},
+ *              then release.  A worker can be descheduled for any number
+ *              of ticks between any two steps (there is no fairness), and
+ *              can crash at those points: it restarts from scratch and
+ *              forgets its token.
+ *
+ * Every SQL statement of the extension runs under the lease row's lock and
+ * judges expiry by clock_timestamp() when it runs, so each is one atomic
+ * step here and no tick happens inside one.
+ *
+ * Properties
+ *   P1  "no stale write accepted": the resource never accepts a write
+ *       whose token is lower than a token it accepted before (with the
+ *       strict check fence < t: lower or equal).  An assertion.
+ *   P2  "tokens strictly increase": every grant's token is larger than
+ *       every earlier grant's token.  An assertion.
+ *   P3  "fenced mutual exclusion": once the resource has accepted a write
+ *       from the holder of grant g, it never again accepts a write from
+ *       the holder of an earlier grant.  Grants are numbered in real-time
+ *       order by a ghost counter, independently of the token values, so
+ *       P3 also holds the token source to account.  An assertion, or with
+ *       P3_LTL the LTL formula fenced_mutex.
+ *
+ * Variants (-D on the spin command line)
+ *   (none)          the extension: strict fence_check (fence < t)
+ *   ALLOW_SAME      the non-strict check fence <= t (fence_allows,
+ *                   fence_advance(..., allow_same => true), fence_guard)
+ *   NO_FENCE        BROKEN: the resource accepts every write; the worker
+ *                   checks the lease first, but may pause between check
+ *                   and write.  spin finds a P1 violation.
+ *   TOKEN_ROLLBACK  BROKEN: the token source is a plain sequence with no
+ *                   timeline bands; a failover to a standby that missed
+ *                   the WAL tail takes the counter back.  spin finds a P2
+ *                   violation, or with SKIP_P2 a P3 violation.
+ *   CHECK_IN_TXN    with NO_FENCE: lease_check and the write run in one
+ *                   transaction (the lease row stays share-locked), so no
+ *                   takeover can come between them.  Passes.
+ *   LEASE_IGNORED   acquire always succeeds, even while another holder's
+ *                   lease is live: with the fence, P1-P3 still hold (the
+ *                   lease is for efficiency, the fence for safety)
+ *   P3_LTL          check P3 as an LTL claim instead of an assertion
+ *   SKIP_P2         do not assert P2 (to show that P3 catches a token
+ *                   source that goes backwards on its own)
+ *   NO_GAPS         an acquire that got a token always commits (no burned
+ *                   tokens)
+ * and the bounds below (NW, TTL, TMAX, BANDSZ, MAXGRANTS, NWRITES,
+ * FAILOVERS, LOCK_DELAY).
+ */
+
+/* ---- bounds ---- */
+#ifndef NW
+#define NW		2	/* workers, 1..3 */
+#endif
+#ifndef TTL
+#define TTL		2	/* lease TTL in ticks */
+#endif
+#ifndef TMAX
+#define TMAX	4	/* the clock stops here */
+#endif
+#ifndef BANDSZ
+#define BANDSZ	3	/* tokens per timeline band (2^44 in the C code) */
+#endif
+#ifndef MAXGRANTS
+#define MAXGRANTS 3	/* successful acquires in one run, at most 6 */
+#endif
+#ifndef NWRITES
+#define NWRITES	2	/* writes per grant */
+#endif
+#ifndef FAILOVERS
+#define FAILOVERS 1	/* failovers (promotions, PITR) in one run */
+#endif
+#ifndef LOCK_DELAY
+#define LOCK_DELAY 0	/* fencing.lock_delay, in ticks */
+#endif
+
+/* ---- the global state ---- */
+byte clock;			/* clock_timestamp(), in ticks */
+
+/* token source: fencing.token_seq and the timeline band */
+byte tl;			/* timeline (= band here; K = 0) */
+byte counter;		/* token_seq.last_value; 0 = never called */
+#define BAND_END	((tl + 1) * BANDSZ)	/* last token of band tl */
+
+/*
+ * The lease row of fencing.leases (one lease name).  holder 0: no row, or
+ * a released one; every statement treats the two alike (LEASE_TAKE or
+ * LEASE_CREATE takes it, LIVE() is false), so they share one state.
+ */
+byte l_holder;
+byte l_token;
+byte l_expires;
+
+/* the standby's copy: the committed state up to the WAL it received */
+byte r_holder;
+byte r_token;
+byte r_expires;
+byte r_counter;
+byte failovers;
+
+/* the resource: one item with its fence column; 0 = NULL */
+byte fence;
+
+/* ghosts, for the properties only */
+byte maxGranted;	/* highest token granted so far */
+byte ngrants;		/* grants so far; grant numbers are 1..ngrants */
+byte hiAcc;			/* highest token the resource accepted */
+byte accGrant;		/* grant number of the last accepted write; 0 = none */
+
+/* LEASE_TAKE / LEASE_CREATE: free (no row or released), expired, or own */
+#ifdef LEASE_IGNORED
+#define TAKEABLE(me)	(true)
+#else
+#define TAKEABLE(me) \
+	(l_holder == 0 || l_expires + LOCK_DELAY <= clock || \
+	 l_holder == me)
+#endif
+
+/* LIVE() in lease_store.c, with the token test of renew/release/check */
+#define LIVE(t) \
+	(l_holder != 0 && l_token == (t) && clock < l_expires)
+
+/* the resource's predicate for a write with token t */
+#if defined(NO_FENCE)
+#define ACCEPTS(t)	true
+#elif defined(ALLOW_SAME)
+#define ACCEPTS(t)	(fence <= (t))		/* fence_allows; NULL is 0 here */
+#else
+#define ACCEPTS(t)	(fence < (t))		/* fence_check */
+#endif
+
+#if defined(NO_FENCE) || defined(ALLOW_SAME)
+#define P1(t)		assert((t) >= hiAcc)	/* accepted tokens never decrease */
+#else
+#define P1(t)		assert((t) > hiAcc)		/* ... and strictly increase */
+#endif
+
+#ifdef SKIP_P2
+#define P2(t)		skip
+#else
+#define P2(t)		assert((t) > maxGranted)
+#endif
+
+/*
+ * P3.  accGrant is the grant number of the last accepted write, so P3 says
+ * accGrant never decreases.  By default it is an assertion at each
+ * accepted write (the new write's grant is not older than the last one's);
+ * with P3_LTL it is the LTL formula below instead: for every g, once
+ * accGrant >= g, it stays >= g.  The claim makes pan's search about twice
+ * as large, so scripts/check_model.sh uses it in two runs only.
+ */
+#ifdef P3_LTL
+#define P3(g)		skip
+#define SINCE(g)	([] ((accGrant >= g) -> [] (accGrant >= g)))
+#if MAXGRANTS <= 2
+#define P3_ALL	SINCE(2)
+#elif MAXGRANTS == 3
+#define P3_ALL	SINCE(2) && SINCE(3)
+#elif MAXGRANTS == 4
+#define P3_ALL	SINCE(2) && SINCE(3) && SINCE(4)
+#elif MAXGRANTS == 5
+#define P3_ALL	SINCE(2) && SINCE(3) && SINCE(4) && SINCE(5)
+#else
+#define P3_ALL	SINCE(2) && SINCE(3) && SINCE(4) && SINCE(5) && SINCE(6)
+#endif
+ltl fenced_mutex { P3_ALL }
+#else
+#define P3(g)		assert((g) >= accGrant)
+#endif
+
+active proctype clock_ticks()
+{
+	do
+	:: d_step { clock < TMAX -> clock++; printf("MSC: t=%d tick\n", clock) }
+	:: else -> break
+	od
+}
+
+/*
+ * The server side of crashes and failovers.  A crash of the primary that
+ * loses no acknowledged WAL changes nothing durable: tokens are flushed
+ * before they are returned and lease changes commit synchronously.  (An
+ * acquire whose transaction dies after nextval() is the burned-token
+ * branch in the worker.)  What can lose acknowledged state is a promotion
+ * of a standby that missed the WAL tail, or a PITR: the lease row and the
+ * counter go back to the standby's copy.
+ */
+active proctype server()
+{
+	do
+	:: failovers < FAILOVERS ->
+		/* the standby replays WAL up to now */
+		d_step {
+			r_holder = l_holder; r_token = l_token;
+			r_expires = l_expires;
+#ifdef TOKEN_ROLLBACK
+			r_counter = counter
+#endif
+		}
+	:: failovers < FAILOVERS ->
+		atomic {
+			failovers++;
+			l_holder = r_holder; l_token = r_token;
+			l_expires = r_expires;
+#ifdef TOKEN_ROLLBACK
+			/* a plain sequence: back to the standby's value */
+			counter = r_counter;
+#else
+			/* new timeline, new band, above anything the old one issued */
+			tl++;
+			counter = tl * BANDSZ;
+#endif
+			printf("MSC: t=%d failover: the lease row is back to token %d (0: free), next token %d\n",
+				   clock, l_token, counter + 1);
+			r_holder = 0; r_token = 0; r_expires = 0;
+			r_counter = 0
+		}
+	:: failovers >= FAILOVERS -> break
+	od
+}
+
+/* worker names: A is the one that spin's breadth-first search runs first */
+#define NAME	('A' + NW - me)
+
+/* a worker that crashes or gives up forgets its token */
+#define FORGET	tok = 0; grant = 0; w = 0
+
+/*
+ * The write to the resource: UPDATE ... SET fence = tok WHERE
+ * fencing.fence_check(fence, tok) (or fence_allows, fence_advance,
+ * fence_guard).  Accepted: back to "held".  Refused: the worker learns that
+ * its token is stale and stops (lease_release, which fails if the lease
+ * is gone).
+ */
+inline fenced_write()
+{
+	w++;
+	if
+	:: ACCEPTS(tok) ->
+		printf("MSC: t=%d worker %c writes with token %d: accepted\n", clock, NAME, tok);
+		P1(tok);
+		P3(grant);
+#ifndef NO_FENCE
+		fence = tok;
+#endif
+		if
+		:: tok > hiAcc -> hiAcc = tok
+		:: else
+		fi;
+		accGrant = grant;
+		goto held
+	:: else ->
+		printf("MSC: t=%d worker %c writes with token %d: refused, fence %d\n",
+			   clock, NAME, tok, fence);
+		goto release
+	fi
+}
+
+proctype worker(byte me)
+{
+	byte tok;		/* the token this worker believes it holds; 0 = none */
+	byte grant;		/* ghost: the grant number tok came from */
+	byte w;			/* writes attempted with tok */
+
+	/*
+	 * lease_acquire(name, holder = me, TTL), wait => 0.  An attempt that
+	 * returns NULL (held by another) or raises FN002 (band used up)
+	 * changes nothing, so it is left out: the worker waits here instead,
+	 * which is a valid end state.
+	 */
+end_idle:
+	do
+	:: atomic {
+		ngrants < MAXGRANTS && TAKEABLE(me) && counter < BAND_END ->
+		counter++;				/* fencing_issue_token(), flushed */
+		if
+		:: true ->
+			printf("MSC: t=%d worker %c acquires: token %d, expires at %d\n",
+				   clock, NAME, counter, clock + TTL);
+			P2(counter);
+			if
+			:: counter > maxGranted -> maxGranted = counter
+			:: else
+			fi;
+			ngrants++;
+			l_holder = me; l_token = counter;
+			l_expires = clock + TTL;
+			tok = counter; grant = ngrants;
+			break
+#ifndef NO_GAPS
+		:: true ->
+			/* the transaction died after nextval(): a gap, no grant */
+			printf("MSC: t=%d worker %c burns token %d\n", clock, NAME, counter)
+#endif
+		fi
+	   }
+	od;
+
+held:
+	/* any number of ticks may pass here */
+	if
+	:: w < NWRITES -> goto check
+	:: goto renew
+	:: goto release
+	:: atomic { FORGET; goto end_idle }		/* crash */
+	fi;
+
+check:
+#ifdef CHECK_IN_TXN
+	/*
+	 * BEGIN; lease_check(); the write; COMMIT.  lease_check() share-locks
+	 * the lease row, and a takeover waits for that lock, so no other grant
+	 * can come between the check and the write: one atomic step.
+	 */
+	atomic {
+		if
+		:: LIVE(tok) ->
+			printf("MSC: t=%d worker %c: lease_check(%d) = true\n", clock, NAME, tok);
+			fenced_write()
+		:: else ->
+			printf("MSC: t=%d worker %c: lease_check(%d) = false\n", clock, NAME, tok);
+			FORGET; goto end_idle
+		fi
+	};
+#else
+	/* lease_check(), a statement (and transaction) of its own */
+	atomic {
+		if
+		:: LIVE(tok) ->
+			printf("MSC: t=%d worker %c: lease_check(%d) = true\n", clock, NAME, tok)
+		:: else ->
+			printf("MSC: t=%d worker %c: lease_check(%d) = false\n", clock, NAME, tok);
+			FORGET; goto end_idle
+		fi
+	};
+	/* the pause between check and write: any number of ticks */
+	if
+	:: goto write
+	:: atomic { FORGET; goto end_idle }		/* crash */
+	fi;
+
+write:
+	atomic { fenced_write() };
+#endif
+
+renew:
+	/* lease_renew(name, tok, TTL) */
+	atomic {
+		if
+		:: LIVE(tok) -> l_expires = clock + TTL; goto held
+		:: else -> FORGET; goto end_idle
+		fi
+	};
+
+release:
+	/* lease_release(name, tok) */
+	atomic {
+		if
+		:: LIVE(tok) -> l_holder = 0; l_token = 0; l_expires = 0;
+			printf("MSC: t=%d worker %c releases token %d\n", clock, NAME, tok)
+		:: else
+		fi;
+		FORGET; goto end_idle
+	}
+}
+
+init
+{
+	atomic {
+		byte i = 1;
+		do
+		:: i <= NW -> run worker(i); i++
+		:: else -> break
+		od
+	}
+}

@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# check_model.sh: verify the Promela model of the lease and fencing protocol
+# (model/fencing.pml, described in model/README.md) with spin.
+#
+# The correct configurations must verify with 0 errors, exhaustively.  The
+# broken ones (no fence, a token source that goes backwards) must be caught,
+# each by the property it is meant to break; their counterexample trails are
+# printed as stories.  Exits non-zero if a correct configuration fails or a
+# broken one is not caught.  Everything spin and pan write goes to a
+# temporary directory.
+#
+# Needs spin and gcc (Debian: apt-get install spin gcc).
+# FENCING_MODEL_JOBS (default 2) runs that many verifications at once.
+# FENCING_MODEL_DEEP=1 adds larger configurations (3 workers with a
+# failover, about 10 million states; the fence with the lease ignored):
+# a minute or more.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+model=$root/model/fencing.pml
+jobs=${FENCING_MODEL_JOBS:-2}
+
+for tool in spin gcc; do
+	if ! command -v "$tool" >/dev/null 2>&1; then
+		echo "check_model.sh: $tool not found (Debian: apt-get install -y spin gcc)" >&2
+		exit 2
+	fi
+done
+
+tmp=$(mktemp -d /tmp/fencing-model.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+
+# name | expect (pass, or the property to be violated) | spin -D flags | what
+checks=(
+	"fence_check|pass||strict fence_check (fence < t), 2 workers, gaps, 1 failover; also invalid end states"
+	"fence_check_ltl|pass|-DP3_LTL -DNO_GAPS|the same with P3 as the LTL claim, no gaps"
+	"fence_allows|pass|-DALLOW_SAME|non-strict fence_allows / fence_advance(allow_same) / fence_guard (fence <= t)"
+	"check_in_txn|pass|-DNO_FENCE -DCHECK_IN_TXN -DFAILOVERS=0|no fence, but lease_check and the write in one transaction"
+	"three_workers|pass|-DNW=3 -DFAILOVERS=0 -DMAXGRANTS=4|strict fence_check, 3 workers, 4 grants, no failover"
+	"no_fence|P1|-DNO_FENCE -DFAILOVERS=0|BROKEN: no fence; the pause comes between lease_check and the write"
+	"no_fence_failover|P1|-DNO_FENCE|BROKEN: no fence, with a failover that loses the WAL tail"
+	"token_rollback|P2|-DTOKEN_ROLLBACK|BROKEN: plain sequence, no timeline band; failover takes the counter back"
+	"token_rollback_p3|P3|-DTOKEN_ROLLBACK -DSKIP_P2|BROKEN: the same with P2 not asserted: P3 catches it"
+	"token_rollback_ltl|P3_LTL|-DTOKEN_ROLLBACK -DSKIP_P2 -DP3_LTL|BROKEN: the same: the LTL form of P3 catches it"
+	"token_rollback_allow_same|P3|-DTOKEN_ROLLBACK -DSKIP_P2 -DALLOW_SAME|BROKEN: the same with fence <= t"
+)
+if [ "${FENCING_MODEL_DEEP:-0}" = 1 ]; then
+	checks=(
+		"three_workers_failover|pass|-DNW=3|deep: strict fence_check, 3 workers, 1 failover"
+		"lease_ignored|pass|-DLEASE_IGNORED|deep: acquire always succeeds; the fence alone keeps P1-P3"
+		"${checks[@]}"
+	)
+fi
+
+# what pan prints for a violation of each property
+declare -A pattern=(
+	[P1]='assertion violated \(tok>=?hiAcc\)'
+	[P2]='assertion violated \(counter>maxGranted\)'
+	[P3]='assertion violated \(grant>=accGrant\)'
+	[P3_LTL]='assertion violated +!\( *!\(\(accGrant>='
+)
+
+run_check() {
+	local name=$1 expect=$2 flags=$3 what=$4
+	local dir=$tmp/$name report=$tmp/$name.report
+	local ccflags="-O1 -DSAFETY -DMEMLIM=8192"
+	local start end secs errors states trans depth
+
+	mkdir -p "$dir"
+	cp "$model" "$dir/fencing.pml"
+	cd "$dir" || return 1
+	{
+		echo "== $name: $what"
+		echo "   spin -a ${flags:-(no flags)}; expect $([ "$expect" = pass ] && echo '0 errors' || echo "a $expect violation")"
+	} >"$report"
+
+	# a broken variant is searched breadth-first, for the shortest trail;
+	# its search is small, so pan is not worth optimizing
+	[ "$expect" != pass ] && ccflags="-O0 -DSAFETY -DMEMLIM=8192 -DBFS"
+
+	# shellcheck disable=SC2086
+	if ! spin $flags -a fencing.pml >spin.out 2>&1; then
+		{ echo "   FAILED: spin -a"; sed 's/^/   | /' spin.out; } >>"$report"
+		echo fail >"$tmp/$name.status"
+		return 0
+	fi
+	# shellcheck disable=SC2086
+	if ! gcc $ccflags -o pan pan.c >gcc.out 2>&1; then
+		{ echo "   FAILED: gcc $ccflags pan.c"; sed 's/^/   | /' gcc.out; } >>"$report"
+		echo fail >"$tmp/$name.status"
+		return 0
+	fi
+	start=$(date +%s.%N)
+	./pan -m200000 -w24 >pan.out 2>&1
+	end=$(date +%s.%N)
+	secs=$(awk -v s="$start" -v e="$end" 'BEGIN { printf "%.2f", e - s }')
+
+	errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' pan.out | head -1)
+	states=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' pan.out | head -1)
+	trans=$(sed -n 's/^ *\([0-9.e+]*\) transitions.*/\1/p' pan.out | head -1)
+	depth=$(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' pan.out | head -1)
+	echo "   pan ($ccflags): ${states:-?} states stored, ${trans:-?} transitions, depth ${depth:-?}, ${secs}s, errors: ${errors:-?}" >>"$report"
+
+	if [ "$expect" = pass ]; then
+		# vacuity: with a fence, every statement of the worker must be
+		# reachable (acquire, gap, check, pause, accepted and refused
+		# writes, renew, release, crash)
+		local unreached=""
+		[[ $flags == *NO_FENCE* ]] ||
+			unreached=$(awk '/^unreached in proctype worker/ { f = 1; next }
+				/^unreached in/ { f = 0 }
+				f && /state [0-9]+,/ && !/"-end-"/' pan.out)
+		if [ "${errors:-x}" = 0 ] && ! grep -q "max search depth too small" pan.out &&
+			! grep -q "Search not completed" pan.out && [ -z "$unreached" ]; then
+			echo "   ok: verified exhaustively$([[ $flags == *NO_FENCE* ]] || echo ', every worker statement reached')" >>"$report"
+			echo pass >"$tmp/$name.status"
+		else
+			{
+				if [ -n "$unreached" ]; then
+					echo "   FAILED: vacuous, worker statements never reached:"
+					while IFS= read -r line; do echo "   | $line"; done <<<"$unreached"
+				else
+					echo "   FAILED: expected 0 errors and a complete search"
+				fi
+				grep -E "^pan:[0-9]|errors: [1-9]|too small|not completed" pan.out | sed 's/^/   | /'
+				if [ -f fencing.pml.trail ]; then
+					echo "   trail:"
+					# shellcheck disable=SC2086
+					spin -t -T $flags fencing.pml 2>&1 |
+						sed -n 's/^MSC: /     /p; s/^spin: \(.*\)/     spin: \1/p'
+				fi
+			} >>"$report"
+			echo fail >"$tmp/$name.status"
+		fi
+		return 0
+	fi
+
+	local violation
+	violation=$(grep -m1 '^pan:1:' pan.out)
+	if [ "${errors:-0}" -ge 1 ] 2>/dev/null && grep -qE "${pattern[$expect]}" pan.out; then
+		{
+			echo "   ok: caught: ${violation#pan:1: }"
+			echo "   trail:"
+			# shellcheck disable=SC2086
+			spin -t -T $flags fencing.pml 2>&1 | sed -n 's/^MSC: /     /p'
+		} >>"$report"
+		echo pass >"$tmp/$name.status"
+	else
+		{
+			echo "   FAILED: expected spin to find a $expect violation"
+			[ -n "$violation" ] && echo "   found instead: ${violation#pan:1: }"
+		} >>"$report"
+		echo fail >"$tmp/$name.status"
+	fi
+}
+
+echo "model: $(spin -V 2>&1 | head -1); $(gcc --version | head -1)"
+t0=$(date +%s.%N)
+running=0
+for c in "${checks[@]}"; do
+	IFS='|' read -r name expect flags what <<<"$c"
+	if [ "$running" -ge "$jobs" ]; then
+		wait -n
+		running=$((running - 1))
+	fi
+	run_check "$name" "$expect" "$flags" "$what" &
+	running=$((running + 1))
+done
+wait
+
+passed=0
+failed=0
+for c in "${checks[@]}"; do
+	IFS='|' read -r name _ <<<"$c"
+	cat "$tmp/$name.report"
+	if [ "$(cat "$tmp/$name.status" 2>/dev/null)" = pass ]; then
+		passed=$((passed + 1))
+	else
+		[ -f "$tmp/$name.status" ] || echo "   FAILED: no result"
+		failed=$((failed + 1))
+	fi
+done
+t1=$(date +%s.%N)
+echo "model: wall time $(awk -v s="$t0" -v e="$t1" 'BEGIN { printf "%.1f", e - s }')s"
+echo "model: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
