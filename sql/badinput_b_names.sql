@@ -1,0 +1,224 @@
+--
+-- Bad input (b): lease names and holders.
+--
+-- A name or holder is any text of 1 to 256 bytes (bytes, not characters),
+-- compared byte for byte: no trimming, no case folding, no Unicode
+-- normalization.  Whitespace-only names are non-empty and so allowed; NFC
+-- and NFD spellings of the same word are different leases (normalize in
+-- the client, e.g. with normalize(name, NFC), if that matters).  NUL
+-- cannot be part of a text value at all: PostgreSQL refuses it before any
+-- function is called.
+-- ---- harness (the same in every badinput_* and security_* file) ----
+-- A case runs one statement in a subtransaction and records its result:
+-- "ok: <value of the first column>", "ok: <n> rows" (a DML statement with
+-- no RETURNING), "ok: done" (any other statement), or "<SQLSTATE>:
+-- <message> [<detail>]"; and what it changed
+-- among the lease rows, the token counter, the stale-write counter and the
+-- file's own resource table (pg_temp.resource()).  Cases are numbered by a
+-- sequence, which counts the cases made in subtransactions that rolled
+-- back too.
+\set VERBOSITY terse
+\set SHOW_CONTEXT never
+CREATE TEMP SEQUENCE case_seq;
+CREATE TEMP TABLE cases (n bigint PRIMARY KEY DEFAULT nextval('pg_temp.case_seq'),
+						 label text NOT NULL, result text NOT NULL,
+						 changes text NOT NULL);
+GRANT ALL ON cases, case_seq TO PUBLIC;
+CREATE FUNCTION pg_temp.resource() RETURNS text
+LANGUAGE sql AS $$ SELECT '' $$;
+CREATE FUNCTION pg_temp.state() RETURNS text[]
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog AS $$
+	SELECT ARRAY[
+		coalesce((SELECT string_agg(l::text, E'\n' ORDER BY l.name)
+					FROM fencing.leases AS l), ''),
+		(SELECT s.last_value || ' ' || s.is_called FROM fencing.token_seq AS s),
+		(SELECT s.last_value || ' ' || s.is_called FROM fencing.stale_write_count AS s),
+		pg_temp.resource()]
+$$;
+CREATE FUNCTION pg_temp.changes(before text[]) RETURNS text
+LANGUAGE sql SET search_path = pg_catalog AS $$
+	SELECT coalesce(nullif(concat_ws(', ',
+		CASE WHEN a[1] IS DISTINCT FROM before[1] THEN 'leases' END,
+		CASE WHEN a[2] IS DISTINCT FROM before[2] THEN 'token spent' END,
+		CASE WHEN a[3] IS DISTINCT FROM before[3] THEN 'stale write counted' END,
+		CASE WHEN a[4] IS DISTINCT FROM before[4] THEN 'resource' END), ''),
+		'unchanged')
+	  FROM (SELECT pg_temp.state() AS a) AS s
+$$;
+CREATE FUNCTION pg_temp.run(q text, OUT result text, OUT changes text)
+LANGUAGE plpgsql AS $$
+DECLARE
+	before text[] := pg_temp.state();
+	r text;
+	rows bigint;
+	detail text;
+BEGIN
+	BEGIN
+		IF q ~* '^\s*(SELECT|VALUES|WITH)\M' OR q ~* '\mRETURNING\M' THEN
+			EXECUTE q INTO r;
+			result := 'ok: ' || coalesce(r, 'NULL');
+		ELSIF q ~* '^\s*(INSERT|UPDATE|DELETE)\M' THEN
+			EXECUTE q;
+			GET DIAGNOSTICS rows = ROW_COUNT;
+			result := 'ok: ' || rows || ' rows';
+		ELSE
+			EXECUTE q;
+			result := 'ok: done';
+		END IF;
+	EXCEPTION WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
+		result := SQLSTATE || ': ' || SQLERRM
+			|| coalesce(' [' || nullif(detail, '') || ']', '');
+	END;
+	changes := pg_temp.changes(before);
+	INSERT INTO pg_temp.cases (label, result, changes) VALUES (q, result, changes);
+END $$;
+-- a case checked by a condition over several statements
+CREATE FUNCTION pg_temp.check(label text, ok boolean) RETURNS text
+LANGUAGE sql SET search_path = pg_catalog AS $$
+	INSERT INTO pg_temp.cases (label, result, changes)
+	VALUES (label, CASE WHEN ok THEN 'ok' ELSE 'FAILED' END, '-')
+	RETURNING result
+$$;
+-- ---- end of harness ----
+
+SELECT fencing.lease_acquire('bi_b', 'alice', '10 min') > 0 AS acquired;
+CREATE FUNCTION pg_temp.tok(lease text) RETURNS bigint
+LANGUAGE sql AS $$ SELECT token FROM fencing.leases WHERE name = lease $$;
+
+-- empty, 257 bytes, 10 kB, 1 MB: refused by every function, nothing changes
+SELECT q, r.* FROM (VALUES
+	($$SELECT fencing.lease_acquire('', 'bob', '1 min')$$),
+	($$SELECT fencing.lease_acquire('bi_b', '', '1 min')$$),
+	($$SELECT fencing.lease_renew('', 1, '1 min')$$),
+	($$SELECT fencing.lease_release('', 1)$$),
+	($$SELECT fencing.lease_check('', 1)$$),
+	($$SELECT fencing.lease_force_release('')$$),
+	($$SELECT fencing.lease_acquire(repeat('n', 257), 'bob', '1 min')$$),
+	($$SELECT fencing.lease_acquire('bi_b', repeat('h', 257), '1 min')$$),
+	($$SELECT fencing.lease_renew(repeat('n', 257), 1, '1 min')$$),
+	($$SELECT fencing.lease_release(repeat('n', 257), 1)$$),
+	($$SELECT fencing.lease_check(repeat('n', 257), 1)$$),
+	($$SELECT fencing.lease_force_release(repeat('n', 257))$$),
+	($$SELECT fencing.lease_acquire(repeat('n', 10240), 'bob', '1 min')$$),
+	($$SELECT fencing.lease_acquire('bi_b', repeat('h', 10240), '1 min')$$),
+	($$SELECT fencing.lease_renew(repeat('n', 10240), 1, '1 min')$$),
+	($$SELECT fencing.lease_release(repeat('n', 10240), 1)$$),
+	($$SELECT fencing.lease_check(repeat('n', 10240), 1)$$),
+	($$SELECT fencing.lease_force_release(repeat('n', 10240))$$),
+	($$SELECT fencing.lease_acquire(repeat('n', 1048576), repeat('h', 1048576), '1 min')$$),
+	($$SELECT fencing.lease_acquire(repeat('x', 255) || 'é', 'bob', '1 min')$$),
+	($$SELECT fencing.lease_acquire(repeat('🔒', 65), 'bob', '1 min')$$),
+	($$SELECT fencing.lease_acquire('bi_b', repeat('€', 86), '1 min')$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+
+-- NUL is not a character a text value can hold: refused by PostgreSQL
+SELECT q, r.* FROM (VALUES
+	($$SELECT fencing.lease_acquire(chr(0), 'bob', '1 min')$$),
+	($$SELECT fencing.lease_acquire(E'bi_b\0x', 'bob', '1 min')$$),
+	($$SELECT fencing.lease_acquire(U&'bi_b\0000', 'bob', '1 min')$$),
+	($$SELECT fencing.lease_acquire(convert_from('\x62690062'::bytea, 'UTF8'), 'bob', '1 min')$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+
+-- exactly 256 bytes is accepted, for names and holders alike; renew,
+-- check and release take the 256-byte name too
+SELECT q, r.* FROM (VALUES
+	($$SELECT fencing.lease_acquire(repeat('n', 256), repeat('h', 256), '1 min') > 0$$),
+	($$SELECT fencing.lease_acquire(repeat('x', 254) || 'é', 'bob', '1 min') > 0$$),
+	($$SELECT fencing.lease_acquire(repeat('🔒', 64), repeat('€', 85) || 'x', '1 min') > 0$$),
+	($$SELECT fencing.lease_acquire(repeat('n', 256), repeat('h', 256), '1 min') > 0$$),
+	($$SELECT fencing.lease_renew(repeat('n', 256), pg_temp.tok(repeat('n', 256)), '2 min')$$),
+	($$SELECT fencing.lease_check(repeat('n', 256), pg_temp.tok(repeat('n', 256)))$$),
+	($$SELECT fencing.lease_release(repeat('n', 256), pg_temp.tok(repeat('n', 256)))$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+SELECT octet_length(name) AS name_bytes, char_length(name) AS name_chars,
+	   octet_length(holder) AS holder_bytes, state, acquires
+  FROM fencing.lease_status
+ WHERE name IN (repeat('n', 256), repeat('x', 254) || 'é', repeat('🔒', 64))
+ ORDER BY name COLLATE "C";
+
+-- odd Unicode: combining marks, right-to-left text and overrides, emoji,
+-- zero-width joiner and space, byte order mark, control characters, a
+-- noncharacter; and names that look like SQL.  All are ordinary names.
+CREATE TEMP TABLE odd (label text, name text);
+INSERT INTO odd VALUES
+	('combining acute (NFD e-acute)', 'bi_b_e' || U&'\0301'),
+	('precomposed e-acute (NFC)', 'bi_b_' || U&'\00E9'),
+	('Hebrew (RTL)', 'bi_b_' || U&'\05E9\05DC\05D5\05DD'),
+	('Arabic (RTL)', 'bi_b_' || U&'\0645\0631\062D\0628\0627'),
+	('right-to-left override', 'bi_b_' || U&'\202E' || 'gnp.exe'),
+	('emoji', 'bi_b_' || U&'\+01F512'),
+	('ZWJ sequence (woman technologist)', 'bi_b_' || U&'\+01F469\200D\+01F4BB'),
+	('woman + technologist, no ZWJ', 'bi_b_' || U&'\+01F469\+01F4BB'),
+	('zero-width space', 'bi_b_' || U&'\200B'),
+	('byte order mark', U&'\FEFF' || 'bi_b'),
+	('control characters', E'bi_b_\x01\n\t\r'),
+	('noncharacter U+FFFF', 'bi_b_' || U&'\FFFF'),
+	('SQL-looking', $$bi_b'); DELETE FROM fencing.leases; --$$),
+	('LIKE wildcards', 'bi_b_%'),
+	('JSON-looking', '{"lease": "bi_b", "token": 1}');
+SELECT label, r.* FROM odd,
+	LATERAL pg_temp.run(format('SELECT fencing.lease_acquire(%L, %L, %L) > 0',
+							   name, 'holder ' || label, '10 min')) AS r;
+-- each is its own lease, stored byte for byte, and works through its life
+SELECT o.label, octet_length(o.name) AS bytes, l.name = o.name AS same_bytes,
+	   l.state, fencing.lease_check(o.name, l.token) AS checked,
+	   fencing.lease_renew(o.name, l.token, '5 min') AS renewed
+  FROM odd AS o JOIN fencing.lease_status AS l USING (name)
+ ORDER BY o.label COLLATE "C";
+SELECT count(*) AS odd_leases, count(DISTINCT token) AS distinct_tokens
+  FROM fencing.lease_status WHERE name IN (SELECT name FROM odd);
+SELECT label, r.* FROM odd,
+	LATERAL pg_temp.run(format('SELECT fencing.lease_release(%L, %s)',
+							   name, pg_temp.tok(name))) AS r;
+-- the SQL-looking name did nothing but name a lease
+SELECT count(*) AS leases_named_bi_b FROM fencing.leases WHERE name = 'bi_b';
+
+-- NFC and NFD are different leases: both can be held at once by different
+-- holders; normalize() makes them one name
+SELECT q, r.* FROM (VALUES
+	($$SELECT fencing.lease_acquire(U&'bi_b_caf\00E9', 'nfc-holder', '10 min') > 0$$),
+	($$SELECT fencing.lease_acquire(U&'bi_b_cafe\0301', 'nfd-holder', '10 min') > 0$$),
+	($$SELECT fencing.lease_acquire(normalize(U&'bi_b_cafe\0301', NFC), 'nfd-holder', '10 min') IS NULL$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+SELECT octet_length(name) AS bytes, holder, state,
+	   normalize(name, NFC) = U&'bi_b_caf\00E9' AS nfc_equal
+  FROM fencing.lease_status WHERE name LIKE 'bi\_b\_caf%' ORDER BY holder;
+
+-- whitespace: allowed, significant, and never trimmed
+SELECT q, r.* FROM (VALUES
+	($$SELECT fencing.lease_acquire(' ', 'alice', '10 min') > 0$$),
+	($$SELECT fencing.lease_acquire('  ', 'alice', '10 min') > 0$$),
+	($$SELECT fencing.lease_acquire(E'\t', 'alice', '10 min') > 0$$),
+	($$SELECT fencing.lease_acquire(E'\n', 'alice', '10 min') > 0$$),
+	($$SELECT fencing.lease_acquire(U&'\00A0', 'alice', '10 min') > 0$$),
+	($$SELECT fencing.lease_acquire(U&'\3000', 'alice', '10 min') > 0$$),
+	($$SELECT fencing.lease_acquire(' ', 'bob', '10 min') IS NULL$$),
+	($$SELECT fencing.lease_acquire('bi_b ', 'bob', '10 min') > 0$$),
+	($$SELECT fencing.lease_acquire(' bi_b', 'bob', '10 min') > 0$$),
+	($$SELECT fencing.lease_acquire('BI_B', 'bob', '10 min') > 0$$),
+	($$SELECT fencing.lease_acquire('bi_b_ws', ' ', '10 min') > 0$$),
+	($$SELECT fencing.lease_acquire('bi_b_ws', '  ', '10 min') IS NULL$$),
+	($$SELECT fencing.lease_acquire('bi_b_ws', ' ', '10 min') > 0$$),
+	($$SELECT fencing.lease_acquire('bi_b_ws', 'alice ', '10 min') IS NULL$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+SELECT (SELECT string_agg('U+' || upper(lpad(to_hex(ascii(c)), 4, '0')), ' ')
+		  FROM regexp_split_to_table(name, '') AS c) AS code_points,
+	   octet_length(name) AS bytes, '"' || holder || '"' AS holder, state, acquires
+  FROM fencing.lease_status
+ WHERE name IN (' ', '  ', E'\t', E'\n', U&'\00A0', U&'\3000',
+				'bi_b ', ' bi_b', 'BI_B', 'bi_b', 'bi_b_ws')
+ ORDER BY octet_length(name), name COLLATE "C";
+
+-- the first lease is untouched and live
+SELECT fencing.lease_check('bi_b', pg_temp.tok('bi_b')) AS bi_b_live;
+
+-- every case, and any refused case that changed something (a refused
+-- stale write moves the stale-write counter: that is what it counts)
+SELECT (SELECT last_value FROM pg_temp.case_seq) AS cases,
+	   count(*) FILTER (WHERE result LIKE 'ok%') AS accepted,
+	   count(*) FILTER (WHERE result NOT LIKE 'ok%') AS refused
+  FROM pg_temp.cases;
+SELECT n, label, result, changes FROM pg_temp.cases
+ WHERE result NOT LIKE 'ok%'
+   AND changes NOT IN ('unchanged', 'stale write counted');

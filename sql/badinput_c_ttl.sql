@@ -1,0 +1,210 @@
+--
+-- Bad input (c): TTLs, wait intervals, purge ages and lock delays.
+--
+-- A TTL is converted to plain microseconds (a month is 30 days, a day 24
+-- hours) and must be > 0 and <= 1 day; its sign is that of the whole value,
+-- so a mixed-sign interval is judged by its sum.  A wait must be >= 0 and
+-- <= 1 day.  A purge age must be >= 0, with no upper bound.  PostgreSQL 15
+-- has no infinite interval: 'infinity' is not valid input for the type
+-- (from PostgreSQL 17 on, the C code refuses an infinite interval too).
+-- ---- harness (the same in every badinput_* and security_* file) ----
+-- A case runs one statement in a subtransaction and records its result:
+-- "ok: <value of the first column>", "ok: <n> rows" (a DML statement with
+-- no RETURNING), "ok: done" (any other statement), or "<SQLSTATE>:
+-- <message> [<detail>]"; and what it changed
+-- among the lease rows, the token counter, the stale-write counter and the
+-- file's own resource table (pg_temp.resource()).  Cases are numbered by a
+-- sequence, which counts the cases made in subtransactions that rolled
+-- back too.
+\set VERBOSITY terse
+\set SHOW_CONTEXT never
+CREATE TEMP SEQUENCE case_seq;
+CREATE TEMP TABLE cases (n bigint PRIMARY KEY DEFAULT nextval('pg_temp.case_seq'),
+						 label text NOT NULL, result text NOT NULL,
+						 changes text NOT NULL);
+GRANT ALL ON cases, case_seq TO PUBLIC;
+CREATE FUNCTION pg_temp.resource() RETURNS text
+LANGUAGE sql AS $$ SELECT '' $$;
+CREATE FUNCTION pg_temp.state() RETURNS text[]
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog AS $$
+	SELECT ARRAY[
+		coalesce((SELECT string_agg(l::text, E'\n' ORDER BY l.name)
+					FROM fencing.leases AS l), ''),
+		(SELECT s.last_value || ' ' || s.is_called FROM fencing.token_seq AS s),
+		(SELECT s.last_value || ' ' || s.is_called FROM fencing.stale_write_count AS s),
+		pg_temp.resource()]
+$$;
+CREATE FUNCTION pg_temp.changes(before text[]) RETURNS text
+LANGUAGE sql SET search_path = pg_catalog AS $$
+	SELECT coalesce(nullif(concat_ws(', ',
+		CASE WHEN a[1] IS DISTINCT FROM before[1] THEN 'leases' END,
+		CASE WHEN a[2] IS DISTINCT FROM before[2] THEN 'token spent' END,
+		CASE WHEN a[3] IS DISTINCT FROM before[3] THEN 'stale write counted' END,
+		CASE WHEN a[4] IS DISTINCT FROM before[4] THEN 'resource' END), ''),
+		'unchanged')
+	  FROM (SELECT pg_temp.state() AS a) AS s
+$$;
+CREATE FUNCTION pg_temp.run(q text, OUT result text, OUT changes text)
+LANGUAGE plpgsql AS $$
+DECLARE
+	before text[] := pg_temp.state();
+	r text;
+	rows bigint;
+	detail text;
+BEGIN
+	BEGIN
+		IF q ~* '^\s*(SELECT|VALUES|WITH)\M' OR q ~* '\mRETURNING\M' THEN
+			EXECUTE q INTO r;
+			result := 'ok: ' || coalesce(r, 'NULL');
+		ELSIF q ~* '^\s*(INSERT|UPDATE|DELETE)\M' THEN
+			EXECUTE q;
+			GET DIAGNOSTICS rows = ROW_COUNT;
+			result := 'ok: ' || rows || ' rows';
+		ELSE
+			EXECUTE q;
+			result := 'ok: done';
+		END IF;
+	EXCEPTION WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
+		result := SQLSTATE || ': ' || SQLERRM
+			|| coalesce(' [' || nullif(detail, '') || ']', '');
+	END;
+	changes := pg_temp.changes(before);
+	INSERT INTO pg_temp.cases (label, result, changes) VALUES (q, result, changes);
+END $$;
+-- a case checked by a condition over several statements
+CREATE FUNCTION pg_temp.check(label text, ok boolean) RETURNS text
+LANGUAGE sql SET search_path = pg_catalog AS $$
+	INSERT INTO pg_temp.cases (label, result, changes)
+	VALUES (label, CASE WHEN ok THEN 'ok' ELSE 'FAILED' END, '-')
+	RETURNING result
+$$;
+-- ---- end of harness ----
+
+SELECT fencing.lease_acquire('bi_c', 'alice', '10 min') > 0 AS acquired;
+CREATE FUNCTION pg_temp.tok(lease text) RETURNS bigint
+LANGUAGE sql AS $$ SELECT token FROM fencing.leases WHERE name = lease $$;
+-- the exact length of a lease: expires_at - acquired_at
+CREATE FUNCTION pg_temp.len(lease text) RETURNS interval
+LANGUAGE sql AS $$
+	SELECT expires_at - acquired_at FROM fencing.leases WHERE name = lease
+$$;
+
+-- TTL of lease_acquire: refused
+SELECT q, r.* FROM (VALUES
+	($$SELECT fencing.lease_acquire('bi_c_x', 'bob', '0')$$),
+	($$SELECT fencing.lease_acquire('bi_c_x', 'bob', '-1 s')$$),
+	($$SELECT fencing.lease_acquire('bi_c_x', 'bob', '-1 microsecond')$$),
+	($$SELECT fencing.lease_acquire('bi_c_x', 'bob', '0.4 microsecond')$$),
+	($$SELECT fencing.lease_acquire('bi_c_x', 'bob', '0.5 microsecond')$$),
+	($$SELECT fencing.lease_acquire('bi_c_x', 'bob', 'infinity')$$),
+	($$SELECT fencing.lease_acquire('bi_c_x', 'bob', '-infinity')$$),
+	($$SELECT fencing.lease_acquire('bi_c_x', 'bob', '1 day 1 microsecond')$$),
+	($$SELECT fencing.lease_acquire('bi_c_x', 'bob', '24:00:00.000001')$$),
+	($$SELECT fencing.lease_acquire('bi_c_x', 'bob', '1 mon')$$),
+	($$SELECT fencing.lease_acquire('bi_c_x', 'bob', '178000000 years')$$),
+	($$SELECT fencing.lease_acquire('bi_c_x', 'bob', '-178000000 years')$$),
+	($$SELECT fencing.lease_acquire('bi_c_x', 'bob', '2147483647 days 2147483647 hours')$$),
+	($$SELECT fencing.lease_acquire('bi_c_x', 'bob', '-2147483648 days')$$),
+	($$SELECT fencing.lease_acquire('bi_c_x', 'bob', '1 mon -30 days')$$),
+	($$SELECT fencing.lease_acquire('bi_c_x', 'bob', '1 day -24 hours')$$),
+	($$SELECT fencing.lease_acquire('bi_c_x', 'bob', '-1 day 24 hours -1 microsecond')$$),
+	($$SELECT fencing.lease_acquire('bi_c_x', 'bob', '1 mon -29 days 1 microsecond')$$),
+	($$SELECT fencing.lease_acquire('bi_c', 'alice', '0')$$),
+	($$SELECT fencing.lease_acquire('bi_c', 'alice', '1 day 1 microsecond')$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+SELECT count(*) AS bi_c_x_rows FROM fencing.leases WHERE name = 'bi_c_x';
+
+-- TTL of lease_acquire: accepted, and the lease is that long (expires_at
+-- and acquired_at are two readings of the clock, a few microseconds apart)
+SELECT format('lease_acquire(%L, ''bob'', %L)', name, ttl) AS q, r.*,
+	   pg_temp.len(name) - ttl::interval BETWEEN '0' AND '1 s' AS length_is_ttl
+  FROM (VALUES
+	('bi_c_1d', '1 day'),
+	('bi_c_24h', '24:00:00'),
+	('bi_c_1us', '1 microsecond'),
+	('bi_c_mix1', '1 day -1 hour'),
+	('bi_c_mix2', '-1 day 25 hours'),
+	('bi_c_mix3', '1 mon -29 days'),
+	('bi_c_mix4', '-1 mon 31 days'),
+	('bi_c_mix5', '-1 year 361 days'),
+	('bi_c_frac', '0.5 days'),
+	('bi_c_frac2', '0.6 microsecond')
+  ) AS v(name, ttl),
+	LATERAL pg_temp.run(format('SELECT fencing.lease_acquire(%L, %L, %L) > 0',
+							   name, 'bob', ttl)) AS r;
+SELECT name, expires_at - acquired_at >= '1 day' AS one_day_or_more
+  FROM fencing.leases WHERE name IN ('bi_c_mix3', 'bi_c_mix4', 'bi_c_mix5')
+ ORDER BY name;
+-- a 1-microsecond lease is over at once: anyone may take it
+SELECT fencing.lease_acquire('bi_c_1us', 'carol', '1 min') > 0 AS one_us_lease_taken;
+
+-- TTL of lease_renew: refused, the lease unchanged; accepted up to 1 day
+SELECT q, r.* FROM (VALUES
+	($$SELECT fencing.lease_renew('bi_c', pg_temp.tok('bi_c'), '0')$$),
+	($$SELECT fencing.lease_renew('bi_c', pg_temp.tok('bi_c'), '-1 microsecond')$$),
+	($$SELECT fencing.lease_renew('bi_c', pg_temp.tok('bi_c'), '-10 min')$$),
+	($$SELECT fencing.lease_renew('bi_c', pg_temp.tok('bi_c'), '1 day 1 microsecond')$$),
+	($$SELECT fencing.lease_renew('bi_c', pg_temp.tok('bi_c'), '178000000 years')$$),
+	($$SELECT fencing.lease_renew('bi_c', pg_temp.tok('bi_c'), '-178000000 years')$$),
+	($$SELECT fencing.lease_renew('bi_c', pg_temp.tok('bi_c'), '1 mon -30 days')$$),
+	($$SELECT fencing.lease_renew('bi_c', pg_temp.tok('bi_c'), 'infinity')$$),
+	($$SELECT fencing.lease_renew('bi_c', pg_temp.tok('bi_c'), '1 day')$$),
+	($$SELECT fencing.lease_renew('bi_c', pg_temp.tok('bi_c'), '1 mon -29 days -1 hour')$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+SELECT pg_temp.len('bi_c') > '23 hours' AS renewed_to_23_hours_from_now;
+
+-- wait of lease_acquire: refused below 0 and above 1 day; 0, and a sum of
+-- 0, do not wait (the lease is held: NULL at once)
+SELECT q, r.* FROM (VALUES
+	($$SELECT fencing.lease_acquire('bi_c', 'bob', '1 min', '-1 microsecond')$$),
+	($$SELECT fencing.lease_acquire('bi_c', 'bob', '1 min', '-1 day')$$),
+	($$SELECT fencing.lease_acquire('bi_c', 'bob', '1 min', '1 day 1 microsecond')$$),
+	($$SELECT fencing.lease_acquire('bi_c', 'bob', '1 min', '178000000 years')$$),
+	($$SELECT fencing.lease_acquire('bi_c', 'bob', '1 min', '-178000000 years')$$),
+	($$SELECT fencing.lease_acquire('bi_c', 'bob', '1 min', 'infinity')$$),
+	($$SELECT fencing.lease_acquire('bi_c', 'bob', '1 min', '0')$$),
+	($$SELECT fencing.lease_acquire('bi_c', 'bob', '1 min', '1 day -24 hours')$$),
+	($$SELECT fencing.lease_acquire('bi_c', 'bob', '1 min', '1 mon -30 days')$$),
+	($$SELECT fencing.lease_acquire('bi_c_w', 'bob', '1 min', '1 day') > 0$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+
+-- purge age (as a superuser): refused below 0; any non-negative age is
+-- valid.  An age reaching back before the earliest timestamp (4713 BC)
+-- purges nothing, since no lease is that old: it is not an error, and
+-- computing now() - age must not overflow.
+SELECT count(*) > 0 AS there_are_leases FROM fencing.leases;
+SELECT q, r.* FROM (VALUES
+	($$SELECT fencing.lease_purge('-1 microsecond')$$),
+	($$SELECT fencing.lease_purge('-178000000 years')$$),
+	($$SELECT fencing.lease_purge('1 mon -31 days')$$),
+	($$SELECT fencing.lease_purge('1 year')$$),
+	($$SELECT fencing.lease_purge('1000 years')$$),
+	($$SELECT fencing.lease_purge('10000 years')$$),
+	($$SELECT fencing.lease_purge('178000000 years')$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+
+-- the lock delay (a setting, in milliseconds): 0 to 60 s
+SELECT fencing.next_token() > 0 AS library_loaded;
+SELECT q, r.* FROM (VALUES
+	($$SELECT set_config('fencing.lock_delay', '-1', true)$$),
+	($$SELECT set_config('fencing.lock_delay', '60001', true)$$),
+	($$SELECT set_config('fencing.lock_delay', '1 day', true)$$),
+	($$SELECT set_config('fencing.lock_delay', 'infinity', true)$$),
+	($$SELECT set_config('fencing.lock_delay', '60 s', true)$$),
+	($$SELECT set_config('fencing.lock_delay', '0', true)$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+
+-- alice's lease was only ever renewed by the accepted case
+SELECT name, holder, state, acquires, renewals, releases
+  FROM fencing.lease_status WHERE name = 'bi_c';
+
+-- every case, and any refused case that changed something (a refused
+-- stale write moves the stale-write counter: that is what it counts)
+SELECT (SELECT last_value FROM pg_temp.case_seq) AS cases,
+	   count(*) FILTER (WHERE result LIKE 'ok%') AS accepted,
+	   count(*) FILTER (WHERE result NOT LIKE 'ok%') AS refused
+  FROM pg_temp.cases;
+SELECT n, label, result, changes FROM pg_temp.cases
+ WHERE result NOT LIKE 'ok%'
+   AND changes NOT IN ('unchanged', 'stale write counted');

@@ -1,0 +1,309 @@
+--
+-- Bad input (d): tokens.
+--
+-- A token argument must be a positive bigint: 0, negative and NULL are
+-- errors (22023, 22004), because no such token is ever issued and a quiet
+-- "false" or "0 rows" would hide a client bug.  A positive token that is
+-- not the lease's current one -- never issued, bigint max, stale, or
+-- another lease's -- is simply not current: renew, release and check
+-- return false.  The fence of a row is not an argument to validate: any
+-- value, even a negative one, compares.  advance_tokens(floor) takes any
+-- floor >= 0 and never moves tokens backwards.
+--
+-- The last part runs in a scratch database: advance_tokens to the top of
+-- the bigint range uses up the token space for good, which must then be
+-- reported as FN002 by every call that needs a token.
+-- ---- harness (the same in every badinput_* and security_* file) ----
+-- A case runs one statement in a subtransaction and records its result:
+-- "ok: <value of the first column>", "ok: <n> rows" (a DML statement with
+-- no RETURNING), "ok: done" (any other statement), or "<SQLSTATE>:
+-- <message> [<detail>]"; and what it changed
+-- among the lease rows, the token counter, the stale-write counter and the
+-- file's own resource table (pg_temp.resource()).  Cases are numbered by a
+-- sequence, which counts the cases made in subtransactions that rolled
+-- back too.
+\set VERBOSITY terse
+\set SHOW_CONTEXT never
+CREATE TEMP SEQUENCE case_seq;
+CREATE TEMP TABLE cases (n bigint PRIMARY KEY DEFAULT nextval('pg_temp.case_seq'),
+						 label text NOT NULL, result text NOT NULL,
+						 changes text NOT NULL);
+GRANT ALL ON cases, case_seq TO PUBLIC;
+CREATE FUNCTION pg_temp.resource() RETURNS text
+LANGUAGE sql AS $$ SELECT '' $$;
+CREATE FUNCTION pg_temp.state() RETURNS text[]
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog AS $$
+	SELECT ARRAY[
+		coalesce((SELECT string_agg(l::text, E'\n' ORDER BY l.name)
+					FROM fencing.leases AS l), ''),
+		(SELECT s.last_value || ' ' || s.is_called FROM fencing.token_seq AS s),
+		(SELECT s.last_value || ' ' || s.is_called FROM fencing.stale_write_count AS s),
+		pg_temp.resource()]
+$$;
+CREATE FUNCTION pg_temp.changes(before text[]) RETURNS text
+LANGUAGE sql SET search_path = pg_catalog AS $$
+	SELECT coalesce(nullif(concat_ws(', ',
+		CASE WHEN a[1] IS DISTINCT FROM before[1] THEN 'leases' END,
+		CASE WHEN a[2] IS DISTINCT FROM before[2] THEN 'token spent' END,
+		CASE WHEN a[3] IS DISTINCT FROM before[3] THEN 'stale write counted' END,
+		CASE WHEN a[4] IS DISTINCT FROM before[4] THEN 'resource' END), ''),
+		'unchanged')
+	  FROM (SELECT pg_temp.state() AS a) AS s
+$$;
+CREATE FUNCTION pg_temp.run(q text, OUT result text, OUT changes text)
+LANGUAGE plpgsql AS $$
+DECLARE
+	before text[] := pg_temp.state();
+	r text;
+	rows bigint;
+	detail text;
+BEGIN
+	BEGIN
+		IF q ~* '^\s*(SELECT|VALUES|WITH)\M' OR q ~* '\mRETURNING\M' THEN
+			EXECUTE q INTO r;
+			result := 'ok: ' || coalesce(r, 'NULL');
+		ELSIF q ~* '^\s*(INSERT|UPDATE|DELETE)\M' THEN
+			EXECUTE q;
+			GET DIAGNOSTICS rows = ROW_COUNT;
+			result := 'ok: ' || rows || ' rows';
+		ELSE
+			EXECUTE q;
+			result := 'ok: done';
+		END IF;
+	EXCEPTION WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
+		result := SQLSTATE || ': ' || SQLERRM
+			|| coalesce(' [' || nullif(detail, '') || ']', '');
+	END;
+	changes := pg_temp.changes(before);
+	INSERT INTO pg_temp.cases (label, result, changes) VALUES (q, result, changes);
+END $$;
+-- a case checked by a condition over several statements
+CREATE FUNCTION pg_temp.check(label text, ok boolean) RETURNS text
+LANGUAGE sql SET search_path = pg_catalog AS $$
+	INSERT INTO pg_temp.cases (label, result, changes)
+	VALUES (label, CASE WHEN ok THEN 'ok' ELSE 'FAILED' END, '-')
+	RETURNING result
+$$;
+-- ---- end of harness ----
+
+SELECT fencing.lease_acquire('bi_d', 'alice', '10 min') > 0 AS acquired;
+SELECT fencing.lease_acquire('bi_d_other', 'bob', '10 min') > 0 AS acquired_other;
+CREATE FUNCTION pg_temp.tok(lease text) RETURNS bigint
+LANGUAGE sql AS $$ SELECT token FROM fencing.leases WHERE name = lease $$;
+-- a token far above anything issued so far, never issued in this database
+CREATE FUNCTION pg_temp.unissued() RETURNS bigint
+LANGUAGE sql AS $$ SELECT last_value + 1000000 FROM fencing.token_seq $$;
+
+-- renew, release and check: invalid tokens are errors, other wrong
+-- tokens are "false"; the lease is never touched
+SELECT q, r.* FROM (VALUES
+	($$SELECT fencing.lease_renew('bi_d', 0, '1 min')$$),
+	($$SELECT fencing.lease_renew('bi_d', -1, '1 min')$$),
+	($$SELECT fencing.lease_renew('bi_d', -9223372036854775808, '1 min')$$),
+	($$SELECT fencing.lease_renew('bi_d', NULL, '1 min')$$),
+	($$SELECT fencing.lease_renew('bi_d', pg_temp.unissued(), '1 min')$$),
+	($$SELECT fencing.lease_renew('bi_d', 9223372036854775807, '1 min')$$),
+	($$SELECT fencing.lease_renew('bi_d', pg_temp.tok('bi_d_other'), '1 min')$$),
+	($$SELECT fencing.lease_renew('bi_d_none', pg_temp.tok('bi_d'), '1 min')$$),
+	($$SELECT fencing.lease_release('bi_d', 0)$$),
+	($$SELECT fencing.lease_release('bi_d', -1)$$),
+	($$SELECT fencing.lease_release('bi_d', -9223372036854775808)$$),
+	($$SELECT fencing.lease_release('bi_d', NULL)$$),
+	($$SELECT fencing.lease_release('bi_d', pg_temp.unissued())$$),
+	($$SELECT fencing.lease_release('bi_d', 9223372036854775807)$$),
+	($$SELECT fencing.lease_release('bi_d', pg_temp.tok('bi_d_other'))$$),
+	($$SELECT fencing.lease_check('bi_d', 0)$$),
+	($$SELECT fencing.lease_check('bi_d', -1)$$),
+	($$SELECT fencing.lease_check('bi_d', -9223372036854775808)$$),
+	($$SELECT fencing.lease_check('bi_d', NULL)$$),
+	($$SELECT fencing.lease_check('bi_d', pg_temp.unissued())$$),
+	($$SELECT fencing.lease_check('bi_d', 9223372036854775807)$$),
+	($$SELECT fencing.lease_check('bi_d', pg_temp.tok('bi_d_other'))$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+
+-- a stale token, after alice re-acquired: false everywhere, the new one true
+CREATE TEMP TABLE saved AS SELECT pg_temp.tok('bi_d') AS t_old;
+SELECT fencing.lease_acquire('bi_d', 'alice', '10 min') AS t_new \gset
+SELECT :t_new > t_old AS reacquired FROM saved;
+SELECT q, r.* FROM (VALUES
+	($$SELECT fencing.lease_renew('bi_d', (SELECT t_old FROM saved), '1 min')$$),
+	($$SELECT fencing.lease_release('bi_d', (SELECT t_old FROM saved))$$),
+	($$SELECT fencing.lease_check('bi_d', (SELECT t_old FROM saved))$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+SELECT fencing.lease_check('bi_d', :t_new) AS current_token_checks;
+
+-- the resource side: tokens must be positive; fences compare as they are
+SELECT q, r.* FROM (VALUES
+	($$SELECT fencing.fence_check(1, 0)$$),
+	($$SELECT fencing.fence_check(NULL, -1)$$),
+	($$SELECT fencing.fence_check(-5, -9223372036854775808)$$),
+	($$SELECT fencing.fence_check(1, NULL)$$),
+	($$SELECT fencing.fence_check(-5, 1)$$),
+	($$SELECT fencing.fence_check(0, 1)$$),
+	($$SELECT fencing.fence_check(-9223372036854775808, 1)$$),
+	($$SELECT fencing.fence_check(9223372036854775806, 9223372036854775807)$$),
+	($$SELECT fencing.fence_check(9223372036854775807, 9223372036854775807)$$),
+	($$SELECT fencing.fence_check(NULL, 9223372036854775807)$$),
+	($$SELECT fencing.fence_allows(1, 0)$$),
+	($$SELECT fencing.fence_allows(NULL, -1)$$),
+	($$SELECT fencing.fence_allows(1, NULL)$$),
+	($$SELECT fencing.fence_allows(9223372036854775807, 9223372036854775807)$$),
+	($$SELECT fencing.fence_allows(9223372036854775807, 9223372036854775806)$$),
+	($$SELECT fencing.fence_advance(1, 0)$$),
+	($$SELECT fencing.fence_advance(NULL, -1)$$),
+	($$SELECT fencing.fence_advance(1, -9223372036854775808)$$),
+	($$SELECT fencing.fence_advance(1, NULL)$$),
+	($$SELECT fencing.fence_advance(-5, 1)$$),
+	($$SELECT fencing.fence_advance(9223372036854775806, 9223372036854775807)$$),
+	($$SELECT fencing.fence_advance(9223372036854775807, 9223372036854775807)$$),
+	($$SELECT fencing.fence_advance(9223372036854775807, 9223372036854775807, true)$$),
+	($$SELECT fencing.fence_advance(9223372036854775807, 1)$$),
+	($$SELECT fencing.expect_rows(0)$$),
+	($$SELECT fencing.expect_rows(-1, 0)$$),
+	($$SELECT fencing.expect_rows(1, -1)$$),
+	($$SELECT fencing.expect_rows(9223372036854775807, 9223372036854775807)$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+
+-- fencing.token, the token a transaction declares for fence_guard: a
+-- positive decimal bigint or empty, nothing else
+SELECT q, r.* FROM (VALUES
+	($$SELECT set_config('fencing.token', '0', true)$$),
+	($$SELECT set_config('fencing.token', '-1', true)$$),
+	($$SELECT set_config('fencing.token', '+1', true)$$),
+	($$SELECT set_config('fencing.token', ' 1', true)$$),
+	($$SELECT set_config('fencing.token', '1 ', true)$$),
+	($$SELECT set_config('fencing.token', '0x10', true)$$),
+	($$SELECT set_config('fencing.token', '1e3', true)$$),
+	($$SELECT set_config('fencing.token', '9223372036854775808', true)$$),
+	($$SELECT set_config('fencing.token', '9223372036854775807', true)$$),
+	($$SELECT set_config('fencing.token', '007', true)$$),
+	($$SELECT set_config('fencing.token', '', true)$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+
+-- advance_tokens (as a superuser): the floor must not be negative; a floor
+-- at or below the counter changes nothing; a higher one moves it up
+SELECT q, r.* FROM (VALUES
+	($$SELECT fencing.advance_tokens(-1)$$),
+	($$SELECT fencing.advance_tokens(-9223372036854775808)$$),
+	($$SELECT fencing.advance_tokens(0)$$),
+	($$SELECT fencing.advance_tokens(1)$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+CREATE TEMP TABLE floor AS SELECT last_value + 100 AS floor FROM fencing.token_seq;
+SELECT q, r.* FROM (VALUES
+	($$SELECT fencing.advance_tokens((SELECT floor FROM floor))$$),
+	($$SELECT fencing.next_token() = (SELECT floor + 1 FROM floor)$$),
+	($$SELECT fencing.advance_tokens((SELECT floor FROM floor))$$),
+	($$SELECT fencing.next_token() = (SELECT floor + 2 FROM floor)$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+
+-- alice's lease: only the re-acquire touched it
+SELECT name, holder, state, acquires, renewals, releases
+  FROM fencing.lease_status WHERE name LIKE 'bi\_d%' ORDER BY name;
+SELECT fencing.lease_check('bi_d', :t_new) AS bi_d_live;
+
+SELECT last_value AS regress_cases FROM pg_temp.case_seq \gset
+SELECT n, label, result, changes FROM pg_temp.cases
+ WHERE result NOT LIKE 'ok%'
+   AND changes NOT IN ('unchanged', 'stale write counted');
+
+-- ---- the top of the token space, in a scratch database ----
+SELECT current_database() AS regress_db \gset
+CREATE DATABASE regress_fencing_exhausted;
+\c regress_fencing_exhausted
+SET client_min_messages = warning;
+CREATE EXTENSION fencing;
+RESET client_min_messages;
+-- ---- harness (the same in every badinput_* and security_* file) ----
+-- A case runs one statement in a subtransaction and records its result:
+-- "ok: <value of the first column>", "ok: <n> rows" (a DML statement with
+-- no RETURNING), "ok: done" (any other statement), or "<SQLSTATE>:
+-- <message> [<detail>]"; and what it changed
+-- among the lease rows, the token counter, the stale-write counter and the
+-- file's own resource table (pg_temp.resource()).  Cases are numbered by a
+-- sequence, which counts the cases made in subtransactions that rolled
+-- back too.
+\set VERBOSITY terse
+\set SHOW_CONTEXT never
+CREATE TEMP SEQUENCE case_seq;
+CREATE TEMP TABLE cases (n bigint PRIMARY KEY DEFAULT nextval('pg_temp.case_seq'),
+						 label text NOT NULL, result text NOT NULL,
+						 changes text NOT NULL);
+GRANT ALL ON cases, case_seq TO PUBLIC;
+CREATE FUNCTION pg_temp.resource() RETURNS text
+LANGUAGE sql AS $$ SELECT '' $$;
+CREATE FUNCTION pg_temp.state() RETURNS text[]
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog AS $$
+	SELECT ARRAY[
+		coalesce((SELECT string_agg(l::text, E'\n' ORDER BY l.name)
+					FROM fencing.leases AS l), ''),
+		(SELECT s.last_value || ' ' || s.is_called FROM fencing.token_seq AS s),
+		(SELECT s.last_value || ' ' || s.is_called FROM fencing.stale_write_count AS s),
+		pg_temp.resource()]
+$$;
+CREATE FUNCTION pg_temp.changes(before text[]) RETURNS text
+LANGUAGE sql SET search_path = pg_catalog AS $$
+	SELECT coalesce(nullif(concat_ws(', ',
+		CASE WHEN a[1] IS DISTINCT FROM before[1] THEN 'leases' END,
+		CASE WHEN a[2] IS DISTINCT FROM before[2] THEN 'token spent' END,
+		CASE WHEN a[3] IS DISTINCT FROM before[3] THEN 'stale write counted' END,
+		CASE WHEN a[4] IS DISTINCT FROM before[4] THEN 'resource' END), ''),
+		'unchanged')
+	  FROM (SELECT pg_temp.state() AS a) AS s
+$$;
+CREATE FUNCTION pg_temp.run(q text, OUT result text, OUT changes text)
+LANGUAGE plpgsql AS $$
+DECLARE
+	before text[] := pg_temp.state();
+	r text;
+	rows bigint;
+	detail text;
+BEGIN
+	BEGIN
+		IF q ~* '^\s*(SELECT|VALUES|WITH)\M' OR q ~* '\mRETURNING\M' THEN
+			EXECUTE q INTO r;
+			result := 'ok: ' || coalesce(r, 'NULL');
+		ELSIF q ~* '^\s*(INSERT|UPDATE|DELETE)\M' THEN
+			EXECUTE q;
+			GET DIAGNOSTICS rows = ROW_COUNT;
+			result := 'ok: ' || rows || ' rows';
+		ELSE
+			EXECUTE q;
+			result := 'ok: done';
+		END IF;
+	EXCEPTION WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
+		result := SQLSTATE || ': ' || SQLERRM
+			|| coalesce(' [' || nullif(detail, '') || ']', '');
+	END;
+	changes := pg_temp.changes(before);
+	INSERT INTO pg_temp.cases (label, result, changes) VALUES (q, result, changes);
+END $$;
+-- a case checked by a condition over several statements
+CREATE FUNCTION pg_temp.check(label text, ok boolean) RETURNS text
+LANGUAGE sql SET search_path = pg_catalog AS $$
+	INSERT INTO pg_temp.cases (label, result, changes)
+	VALUES (label, CASE WHEN ok THEN 'ok' ELSE 'FAILED' END, '-')
+	RETURNING result
+$$;
+-- ---- end of harness ----
+SELECT fencing.lease_acquire('bi_d_top', 'alice', '10 min') AS t_top \gset
+-- (what a call that fails changes is not shown: it depends on where the
+-- check is made; the answer must be FN002, every time)
+SELECT q, r.result FROM (VALUES
+	($$SELECT fencing.advance_tokens(9223372036854775805)$$),
+	($$SELECT fencing.next_token()$$),
+	($$SELECT fencing.next_token()$$),
+	($$SELECT fencing.next_token()$$),
+	($$SELECT fencing.lease_acquire('bi_d_top2', 'alice', '1 min')$$),
+	($$SELECT fencing.lease_acquire('bi_d_top', 'alice', '1 min')$$),
+	($$SELECT fencing.next_token()$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+-- the lease and its token are still good: renew needs no new token
+SELECT fencing.lease_renew('bi_d_top', :t_top, '1 min') AS renewed,
+	   fencing.lease_check('bi_d_top', :t_top) AS checked;
+SELECT last_value AS scratch_cases FROM pg_temp.case_seq \gset
+\c :regress_db
+DROP DATABASE regress_fencing_exhausted;
+
+SELECT :regress_cases + :scratch_cases AS cases;

@@ -1,0 +1,192 @@
+--
+-- Bad input (e): read-only transactions.
+--
+-- Every function that issues a token or writes a lease row refuses to run
+-- in a read-only transaction (25006), whatever made it read-only: BEGIN
+-- READ ONLY, SET TRANSACTION READ ONLY, default_transaction_read_only.
+-- lease_check is one of them, since it share-locks the lease row; a
+-- waiting lease_acquire fails at once instead of waiting.  The predicates
+-- (fence_check, fence_allows, fence_advance, expect_rows), the views and
+-- fence_guard on a temporary table work; a stale write is still refused
+-- (FN001) but not counted, since counting would need a write.
+-- (A hot standby is read-only too: t/050_standby_calls.pl.)
+-- ---- harness (the same in every badinput_* and security_* file) ----
+-- A case runs one statement in a subtransaction and records its result:
+-- "ok: <value of the first column>", "ok: <n> rows" (a DML statement with
+-- no RETURNING), "ok: done" (any other statement), or "<SQLSTATE>:
+-- <message> [<detail>]"; and what it changed
+-- among the lease rows, the token counter, the stale-write counter and the
+-- file's own resource table (pg_temp.resource()).  Cases are numbered by a
+-- sequence, which counts the cases made in subtransactions that rolled
+-- back too.
+\set VERBOSITY terse
+\set SHOW_CONTEXT never
+CREATE TEMP SEQUENCE case_seq;
+CREATE TEMP TABLE cases (n bigint PRIMARY KEY DEFAULT nextval('pg_temp.case_seq'),
+						 label text NOT NULL, result text NOT NULL,
+						 changes text NOT NULL);
+GRANT ALL ON cases, case_seq TO PUBLIC;
+CREATE FUNCTION pg_temp.resource() RETURNS text
+LANGUAGE sql AS $$ SELECT '' $$;
+CREATE FUNCTION pg_temp.state() RETURNS text[]
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog AS $$
+	SELECT ARRAY[
+		coalesce((SELECT string_agg(l::text, E'\n' ORDER BY l.name)
+					FROM fencing.leases AS l), ''),
+		(SELECT s.last_value || ' ' || s.is_called FROM fencing.token_seq AS s),
+		(SELECT s.last_value || ' ' || s.is_called FROM fencing.stale_write_count AS s),
+		pg_temp.resource()]
+$$;
+CREATE FUNCTION pg_temp.changes(before text[]) RETURNS text
+LANGUAGE sql SET search_path = pg_catalog AS $$
+	SELECT coalesce(nullif(concat_ws(', ',
+		CASE WHEN a[1] IS DISTINCT FROM before[1] THEN 'leases' END,
+		CASE WHEN a[2] IS DISTINCT FROM before[2] THEN 'token spent' END,
+		CASE WHEN a[3] IS DISTINCT FROM before[3] THEN 'stale write counted' END,
+		CASE WHEN a[4] IS DISTINCT FROM before[4] THEN 'resource' END), ''),
+		'unchanged')
+	  FROM (SELECT pg_temp.state() AS a) AS s
+$$;
+CREATE FUNCTION pg_temp.run(q text, OUT result text, OUT changes text)
+LANGUAGE plpgsql AS $$
+DECLARE
+	before text[] := pg_temp.state();
+	r text;
+	rows bigint;
+	detail text;
+BEGIN
+	BEGIN
+		IF q ~* '^\s*(SELECT|VALUES|WITH)\M' OR q ~* '\mRETURNING\M' THEN
+			EXECUTE q INTO r;
+			result := 'ok: ' || coalesce(r, 'NULL');
+		ELSIF q ~* '^\s*(INSERT|UPDATE|DELETE)\M' THEN
+			EXECUTE q;
+			GET DIAGNOSTICS rows = ROW_COUNT;
+			result := 'ok: ' || rows || ' rows';
+		ELSE
+			EXECUTE q;
+			result := 'ok: done';
+		END IF;
+	EXCEPTION WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
+		result := SQLSTATE || ': ' || SQLERRM
+			|| coalesce(' [' || nullif(detail, '') || ']', '');
+	END;
+	changes := pg_temp.changes(before);
+	INSERT INTO pg_temp.cases (label, result, changes) VALUES (q, result, changes);
+END $$;
+-- a case checked by a condition over several statements
+CREATE FUNCTION pg_temp.check(label text, ok boolean) RETURNS text
+LANGUAGE sql SET search_path = pg_catalog AS $$
+	INSERT INTO pg_temp.cases (label, result, changes)
+	VALUES (label, CASE WHEN ok THEN 'ok' ELSE 'FAILED' END, '-')
+	RETURNING result
+$$;
+-- ---- end of harness ----
+
+SELECT fencing.lease_acquire('bi_e', 'alice', '10 min') > 0 AS acquired;
+SELECT fencing.lease_acquire('bi_e_free', 'alice', '10 min') AS t_free \gset
+SELECT fencing.lease_release('bi_e_free', :t_free) AS released;
+CREATE FUNCTION pg_temp.tok(lease text) RETURNS bigint
+LANGUAGE sql AS $$ SELECT token FROM fencing.leases WHERE name = lease $$;
+
+CREATE TEMP TABLE bi_e_rows (id int PRIMARY KEY, fence bigint, note text);
+INSERT INTO bi_e_rows VALUES (1, 7, 'written by 7'), (2, NULL, 'never written');
+CREATE TRIGGER guard BEFORE INSERT OR UPDATE OR DELETE ON bi_e_rows
+	FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard('fence');
+CREATE OR REPLACE FUNCTION pg_temp.resource() RETURNS text
+LANGUAGE sql AS $$ SELECT string_agg(t::text, ' ' ORDER BY t.id) FROM pg_temp.bi_e_rows AS t $$;
+
+-- every writing function, in BEGIN READ ONLY
+BEGIN READ ONLY;
+SELECT clock_timestamp() AS t0 \gset
+SELECT q, r.* FROM (VALUES
+	($$SELECT fencing.next_token()$$),
+	($$SELECT fencing.lease_acquire('bi_e_new', 'bob', '1 min')$$),
+	($$SELECT fencing.lease_acquire('bi_e_free', 'bob', '1 min')$$),
+	($$SELECT fencing.lease_acquire('bi_e', 'alice', '1 min')$$),
+	($$SELECT fencing.lease_acquire('bi_e', 'bob', '1 min')$$),
+	($$SELECT fencing.lease_acquire('bi_e', 'bob', '1 min', '5 s')$$),
+	($$SELECT fencing.lease_renew('bi_e', pg_temp.tok('bi_e'), '1 min')$$),
+	($$SELECT fencing.lease_renew('bi_e', pg_temp.tok('bi_e') + 1000000, '1 min')$$),
+	($$SELECT fencing.lease_release('bi_e', pg_temp.tok('bi_e'))$$),
+	($$SELECT fencing.lease_release('bi_e_free', pg_temp.tok('bi_e_free'))$$),
+	($$SELECT fencing.lease_check('bi_e', pg_temp.tok('bi_e'))$$),
+	($$SELECT fencing.lease_check('bi_e', pg_temp.tok('bi_e') + 1000000)$$),
+	($$SELECT fencing.lease_check('bi_e_none', 1)$$),
+	($$SELECT fencing.lease_force_release('bi_e')$$),
+	($$SELECT fencing.lease_purge('0')$$),
+	($$SELECT fencing.advance_tokens(0)$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+-- the waiting acquire did not wait
+SELECT clock_timestamp() - :'t0' < interval '4 s' AS did_not_wait;
+
+-- what works in a read-only transaction
+SELECT q, r.* FROM (VALUES
+	($$SELECT fencing.fence_check(7, 8)$$),
+	($$SELECT fencing.fence_check(8, 7)$$),
+	($$SELECT fencing.fence_allows(7, 7)$$),
+	($$SELECT fencing.fence_advance(7, 8)$$),
+	($$SELECT fencing.fence_advance(8, 7)$$),
+	($$SELECT fencing.expect_rows(1)$$),
+	($$SELECT fencing.expect_rows(0)$$),
+	($$SELECT state FROM fencing.lease_status WHERE name = 'bi_e'$$),
+	($$SELECT leases > 0 FROM fencing.stats$$),
+	($$UPDATE bi_e_rows SET note = 'by 8', fence = 8 WHERE id = 1 RETURNING fence$$),
+	($$UPDATE bi_e_rows SET note = 'by 6', fence = 6 WHERE id = 1 RETURNING fence$$),
+	($$SELECT set_config('fencing.token', '9', true)$$),
+	($$UPDATE bi_e_rows SET note = 'by 9' WHERE id = 1 RETURNING fence$$),
+	($$SELECT set_config('fencing.token', '5', true)$$),
+	($$DELETE FROM bi_e_rows WHERE id = 1 RETURNING fence$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+COMMIT;
+
+-- the other ways into a read-only transaction
+BEGIN;
+SET TRANSACTION READ ONLY;
+SELECT q, r.* FROM (VALUES
+	($$SELECT fencing.lease_acquire('bi_e', 'alice', '1 min')$$),
+	($$SELECT fencing.lease_check('bi_e', pg_temp.tok('bi_e'))$$),
+	($$SELECT fencing.next_token()$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+COMMIT;
+SET default_transaction_read_only = on;
+SELECT q, r.* FROM (VALUES
+	($$SELECT fencing.lease_renew('bi_e', pg_temp.tok('bi_e'), '1 min')$$),
+	($$SELECT fencing.lease_release('bi_e', pg_temp.tok('bi_e'))$$),
+	($$SELECT fencing.next_token()$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+RESET default_transaction_read_only;
+BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY DEFERRABLE;
+SELECT q, r.* FROM (VALUES
+	($$SELECT fencing.lease_check('bi_e', pg_temp.tok('bi_e'))$$),
+	($$SELECT fencing.lease_acquire('bi_e', 'alice', '1 min')$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+COMMIT;
+
+-- as a client sees it
+BEGIN READ ONLY;
+SELECT fencing.lease_check('bi_e', pg_temp.tok('bi_e'));
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT fencing.next_token();
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+
+-- a read-write transaction afterwards: all works, the lease was untouched
+SELECT name, holder, state, acquires, renewals, releases
+  FROM fencing.lease_status WHERE name LIKE 'bi\_e%' ORDER BY name;
+SELECT fencing.lease_check('bi_e', pg_temp.tok('bi_e')) AS checked,
+	   fencing.lease_renew('bi_e', pg_temp.tok('bi_e'), '5 min') AS renewed;
+SELECT * FROM bi_e_rows ORDER BY id;
+
+-- every case, and any refused case that changed something (a refused
+-- stale write moves the stale-write counter: that is what it counts)
+SELECT (SELECT last_value FROM pg_temp.case_seq) AS cases,
+	   count(*) FILTER (WHERE result LIKE 'ok%') AS accepted,
+	   count(*) FILTER (WHERE result NOT LIKE 'ok%') AS refused
+  FROM pg_temp.cases;
+SELECT n, label, result, changes FROM pg_temp.cases
+ WHERE result NOT LIKE 'ok%'
+   AND changes NOT IN ('unchanged', 'stale write counted');

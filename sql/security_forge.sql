@@ -1,0 +1,237 @@
+--
+-- Security: no way around the functions.
+--
+-- A role that followed the recipe (USAGE on schema fencing, nothing else)
+-- tries every direct way to forge a lease or a token, to rewind the token
+-- counter, or to steal another role's lease: by writing the table, moving
+-- the sequences, calling the internal functions, changing or dropping the
+-- extension's objects, or putting objects of its own into schema fencing.
+-- Every attempt fails with 42501 (or PostgreSQL's own refusal), and
+-- nothing changes: not the lease rows, not the counters.
+-- ---- harness (the same in every badinput_* and security_* file) ----
+-- A case runs one statement in a subtransaction and records its result:
+-- "ok: <value of the first column>", "ok: <n> rows" (a DML statement with
+-- no RETURNING), "ok: done" (any other statement), or "<SQLSTATE>:
+-- <message> [<detail>]"; and what it changed
+-- among the lease rows, the token counter, the stale-write counter and the
+-- file's own resource table (pg_temp.resource()).  Cases are numbered by a
+-- sequence, which counts the cases made in subtransactions that rolled
+-- back too.
+\set VERBOSITY terse
+\set SHOW_CONTEXT never
+CREATE TEMP SEQUENCE case_seq;
+CREATE TEMP TABLE cases (n bigint PRIMARY KEY DEFAULT nextval('pg_temp.case_seq'),
+						 label text NOT NULL, result text NOT NULL,
+						 changes text NOT NULL);
+GRANT ALL ON cases, case_seq TO PUBLIC;
+CREATE FUNCTION pg_temp.resource() RETURNS text
+LANGUAGE sql AS $$ SELECT '' $$;
+CREATE FUNCTION pg_temp.state() RETURNS text[]
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog AS $$
+	SELECT ARRAY[
+		coalesce((SELECT string_agg(l::text, E'\n' ORDER BY l.name)
+					FROM fencing.leases AS l), ''),
+		(SELECT s.last_value || ' ' || s.is_called FROM fencing.token_seq AS s),
+		(SELECT s.last_value || ' ' || s.is_called FROM fencing.stale_write_count AS s),
+		pg_temp.resource()]
+$$;
+CREATE FUNCTION pg_temp.changes(before text[]) RETURNS text
+LANGUAGE sql SET search_path = pg_catalog AS $$
+	SELECT coalesce(nullif(concat_ws(', ',
+		CASE WHEN a[1] IS DISTINCT FROM before[1] THEN 'leases' END,
+		CASE WHEN a[2] IS DISTINCT FROM before[2] THEN 'token spent' END,
+		CASE WHEN a[3] IS DISTINCT FROM before[3] THEN 'stale write counted' END,
+		CASE WHEN a[4] IS DISTINCT FROM before[4] THEN 'resource' END), ''),
+		'unchanged')
+	  FROM (SELECT pg_temp.state() AS a) AS s
+$$;
+CREATE FUNCTION pg_temp.run(q text, OUT result text, OUT changes text)
+LANGUAGE plpgsql AS $$
+DECLARE
+	before text[] := pg_temp.state();
+	r text;
+	rows bigint;
+	detail text;
+BEGIN
+	BEGIN
+		IF q ~* '^\s*(SELECT|VALUES|WITH)\M' OR q ~* '\mRETURNING\M' THEN
+			EXECUTE q INTO r;
+			result := 'ok: ' || coalesce(r, 'NULL');
+		ELSIF q ~* '^\s*(INSERT|UPDATE|DELETE)\M' THEN
+			EXECUTE q;
+			GET DIAGNOSTICS rows = ROW_COUNT;
+			result := 'ok: ' || rows || ' rows';
+		ELSE
+			EXECUTE q;
+			result := 'ok: done';
+		END IF;
+	EXCEPTION WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
+		result := SQLSTATE || ': ' || SQLERRM
+			|| coalesce(' [' || nullif(detail, '') || ']', '');
+	END;
+	changes := pg_temp.changes(before);
+	INSERT INTO pg_temp.cases (label, result, changes) VALUES (q, result, changes);
+END $$;
+-- a case checked by a condition over several statements
+CREATE FUNCTION pg_temp.check(label text, ok boolean) RETURNS text
+LANGUAGE sql SET search_path = pg_catalog AS $$
+	INSERT INTO pg_temp.cases (label, result, changes)
+	VALUES (label, CASE WHEN ok THEN 'ok' ELSE 'FAILED' END, '-')
+	RETURNING result
+$$;
+-- ---- end of harness ----
+
+CREATE ROLE regress_sec_forge NOLOGIN;
+GRANT USAGE ON SCHEMA fencing TO regress_sec_forge;
+SELECT fencing.lease_acquire('sec_f_su', 'superuser-job', '10 min') AS t_su \gset
+SET ROLE regress_sec_forge;
+SELECT fencing.lease_acquire('sec_f_app', 'app', '10 min') AS t_app \gset
+
+-- the lease table
+SELECT q, r.* FROM (VALUES
+	($$SELECT count(*) FROM fencing.leases$$),
+	($$INSERT INTO fencing.leases (name, holder, holder_role, token, acquired_at, expires_at) VALUES ('sec_f_forged', 'x', current_user::regrole, 9223372036854775806, now(), now() + '1 day')$$),
+	($$INSERT INTO fencing.leases SELECT * FROM fencing.leases WHERE name = 'sec_f_su'$$),
+	($$UPDATE fencing.leases SET token = token + 1000000 WHERE name = 'sec_f_app'$$),
+	($$UPDATE fencing.leases SET holder_role = current_user::regrole WHERE name = 'sec_f_su'$$),
+	($$UPDATE fencing.leases SET expires_at = now() - interval '1 hour' WHERE name = 'sec_f_su'$$),
+	($$UPDATE fencing.leases SET token = 1$$),
+	($$DELETE FROM fencing.leases WHERE name = 'sec_f_su'$$),
+	($$TRUNCATE fencing.leases$$),
+	($$MERGE INTO fencing.leases AS l USING (SELECT 'sec_f_su' AS name) AS s ON l.name = s.name WHEN MATCHED THEN DELETE$$),
+	($$COPY fencing.leases FROM '/dev/null'$$),
+	($$LOCK TABLE fencing.leases IN ACCESS EXCLUSIVE MODE$$),
+	($$SELECT name FROM fencing.lease_status FOR UPDATE$$),
+	($$UPDATE fencing.lease_status SET token = 1$$),
+	($$DELETE FROM fencing.lease_status$$),
+	($$UPDATE pg_catalog.pg_class SET relacl = NULL WHERE oid = 'fencing.leases'::regclass$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+
+-- the sequences: the token counter, its band and origin, the install
+-- number, the stale-write counter
+SELECT q, r.* FROM (VALUES
+	($$SELECT setval('fencing.token_seq', 1)$$),
+	($$SELECT setval('fencing.token_seq', 9223372036854775806)$$),
+	($$SELECT nextval('fencing.token_seq')$$),
+	($$SELECT last_value FROM fencing.token_seq$$),
+	($$ALTER SEQUENCE fencing.token_seq RESTART$$),
+	($$ALTER SEQUENCE fencing.token_seq MAXVALUE 10$$),
+	($$SELECT setval('fencing.token_base', 0)$$),
+	($$SELECT nextval('fencing.token_base')$$),
+	($$ALTER SEQUENCE fencing.token_base RESTART$$),
+	($$SELECT setval('fencing.token_origin', 0)$$),
+	($$SELECT nextval('fencing.token_origin')$$),
+	($$ALTER SEQUENCE fencing.token_origin RESTART$$),
+	($$SELECT setval('fencing.token_install', 1)$$),
+	($$SELECT nextval('fencing.token_install')$$),
+	($$ALTER SEQUENCE fencing.token_install RESTART$$),
+	($$SELECT setval('fencing.stale_write_count', 1)$$),
+	($$SELECT nextval('fencing.stale_write_count')$$),
+	($$ALTER SEQUENCE fencing.stale_write_count RESTART$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+
+-- the internal functions
+SELECT q, r.* FROM (VALUES
+	($$SELECT fencing._bind_token_origin()$$),
+	($$SELECT fencing._leases_restored()$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+
+-- changing, dropping or taking over the extension's objects (a GRANT or
+-- REVOKE of a privilege the role does not hold with grant option is a
+-- warning and a no-op, as always in PostgreSQL)
+SELECT q, r.* FROM (VALUES
+	($$ALTER TABLE fencing.leases DISABLE TRIGGER leases_restored$$),
+	($$ALTER TABLE fencing.leases ADD COLUMN x int$$),
+	($$ALTER TABLE fencing.leases OWNER TO regress_sec_forge$$),
+	($$ALTER TABLE fencing.leases RENAME TO leases_old$$),
+	($$ALTER TABLE fencing.leases ENABLE ROW LEVEL SECURITY$$),
+	($$CREATE TRIGGER forge BEFORE INSERT ON fencing.leases FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard('token')$$),
+	($$CREATE RULE forge AS ON UPDATE TO fencing.leases DO INSTEAD NOTHING$$),
+	($$CREATE POLICY forge ON fencing.leases USING (true)$$),
+	($$CREATE INDEX ON fencing.leases (token)$$),
+	($$DROP TRIGGER leases_restored ON fencing.leases$$),
+	($$DROP TABLE fencing.leases$$),
+	($$DROP SEQUENCE fencing.token_seq$$),
+	($$DROP VIEW fencing.lease_status$$),
+	($$DROP FUNCTION fencing.next_token()$$),
+	($$DROP SCHEMA fencing CASCADE$$),
+	($$DROP EXTENSION fencing$$),
+	($$ALTER EXTENSION fencing DROP FUNCTION fencing.next_token()$$),
+	($$ALTER FUNCTION fencing.next_token() SECURITY DEFINER$$),
+	($$ALTER FUNCTION fencing.next_token() RENAME TO next_token_old$$),
+	($$ALTER FUNCTION fencing.lease_acquire(text, text, interval, interval) OWNER TO regress_sec_forge$$),
+	($$ALTER VIEW fencing.lease_status RENAME TO lease_status_old$$),
+	($$ALTER SCHEMA fencing OWNER TO regress_sec_forge$$),
+	($$ALTER SCHEMA fencing RENAME TO fencing_old$$),
+	($$COMMENT ON TABLE fencing.leases IS 'forged'$$),
+	($$GRANT ALL ON fencing.leases TO regress_sec_forge$$),
+	($$GRANT ALL ON SEQUENCE fencing.token_seq TO regress_sec_forge$$),
+	($$GRANT CREATE ON SCHEMA fencing TO regress_sec_forge$$),
+	($$GRANT EXECUTE ON FUNCTION fencing._bind_token_origin() TO regress_sec_forge$$),
+	($$REVOKE EXECUTE ON FUNCTION fencing.lease_acquire(text, text, interval, interval) FROM PUBLIC$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+
+-- putting objects into schema fencing (it has no CREATE for anyone but
+-- its owner): a replacement next_token, a shadowing overload, a table, an
+-- operator the internal statements might pick up
+SELECT q, r.* FROM (VALUES
+	($$CREATE OR REPLACE FUNCTION fencing.next_token() RETURNS bigint LANGUAGE sql AS 'SELECT 1::bigint'$$),
+	($$CREATE OR REPLACE FUNCTION fencing.lease_acquire(name text, holder text, ttl interval, wait interval DEFAULT '0') RETURNS bigint LANGUAGE sql AS 'SELECT 1::bigint'$$),
+	($$CREATE FUNCTION fencing.next_token(int) RETURNS bigint LANGUAGE sql AS 'SELECT 1::bigint'$$),
+	($$CREATE FUNCTION fencing.clock_timestamp() RETURNS timestamptz LANGUAGE sql AS 'SELECT now()'$$),
+	($$CREATE TABLE fencing.leases2 (name text)$$),
+	($$CREATE VIEW fencing.forged AS SELECT 1 AS one$$),
+	($$CREATE SEQUENCE fencing.token_seq2$$),
+	($$CREATE TYPE fencing.forged AS (a int)$$),
+	($$CREATE DOMAIN fencing.forged_d AS bigint$$),
+	($$CREATE OPERATOR fencing.= (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = int8eq)$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+
+-- switching triggers off (which would let a restore-style insert pass
+-- without a band jump) needs a superuser
+SELECT q, r.* FROM (VALUES
+	($$SET session_replication_role = replica$$),
+	($$SELECT set_config('session_replication_role', 'replica', true)$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+
+-- the functions still work for the role, on its own lease only
+SELECT fencing.lease_renew('sec_f_app', :t_app, '10 min') AS own_renewed,
+	   fencing.lease_acquire('sec_f_su', 'app', '10 min') IS NULL AS superusers_lease_refused;
+RESET ROLE;
+
+-- nothing was forged, rewound or stolen
+SELECT name, holder,
+	   CASE WHEN holder_role = current_user::regrole THEN '(superuser)'
+			ELSE holder_role::text END AS holder_role,
+	   state, token = CASE name WHEN 'sec_f_su' THEN :t_su ELSE :t_app END AS token_unchanged,
+	   acquires, renewals
+  FROM fencing.lease_status WHERE name LIKE 'sec\_f\_%' ORDER BY name;
+-- the GRANT and REVOKE above "succeeded" with a warning and did nothing
+SELECT has_schema_privilege('regress_sec_forge', 'fencing', 'CREATE') AS forge_may_create,
+	   has_function_privilege('public', 'fencing.lease_acquire(text, text, interval, interval)',
+							  'EXECUTE') AS public_may_still_acquire;
+SELECT count(*) AS forged_rows FROM fencing.leases WHERE name = 'sec_f_forged';
+SELECT fencing.next_token() > :t_app AS counter_moved_forward_only;
+SELECT pg_get_userbyid(c.relowner) = current_user AS owner_unchanged,
+	   c.relacl IS NOT NULL AS acl_kept,
+	   (SELECT count(*) FROM pg_trigger WHERE tgrelid = c.oid AND NOT tgisinternal) AS triggers
+  FROM pg_class AS c WHERE c.oid = 'fencing.leases'::regclass;
+SELECT count(*) AS objects_in_schema_fencing_not_from_the_extension
+  FROM pg_depend AS d RIGHT JOIN pg_class AS c ON d.classid = 'pg_class'::regclass
+	   AND d.objid = c.oid AND d.deptype = 'e'
+ WHERE c.relnamespace = 'fencing'::regnamespace AND d.objid IS NULL
+   AND c.relkind IN ('r', 'S', 'v');
+
+-- every case, and any refused case that changed something
+SELECT (SELECT last_value FROM pg_temp.case_seq) AS cases,
+	   count(*) FILTER (WHERE result LIKE 'ok%') AS accepted,
+	   count(*) FILTER (WHERE result NOT LIKE 'ok%') AS refused
+  FROM pg_temp.cases;
+SELECT n, label, result, changes FROM pg_temp.cases
+ WHERE result NOT LIKE 'ok%' AND changes <> 'unchanged';
+
+SELECT fencing.lease_release('sec_f_su', :t_su) AS released_su,
+	   fencing.lease_release('sec_f_app', :t_app) AS released_app;
+REVOKE USAGE ON SCHEMA fencing FROM regress_sec_forge;
+DROP ROLE regress_sec_forge;
