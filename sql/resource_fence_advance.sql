@@ -17,7 +17,6 @@ SELECT fencing.fence_advance(NULL, 33) AS null_fence,
        fencing.fence_advance(-7, 33) AS negative_fence,
        fencing.fence_advance(33, 33, true) AS same_allowed,
        fencing.fence_advance(NULL, 33, false) AS null_fence_not_same,
-       fencing.fence_advance(NULL, 33, NULL) AS null_fence_null_same,
        fencing.fence_advance(9223372036854775806, 9223372036854775807) AS max_token;
 
 -- equal fence without allow_same: FN001 (the hint names the repeated write)
@@ -25,8 +24,10 @@ SELECT fencing.fence_advance(33, 33);
 \echo :SQLSTATE
 SELECT fencing.fence_advance(33, 33, false);
 \echo :SQLSTATE
--- a NULL allow_same counts as false
+-- a NULL allow_same is an error like any NULL argument: 22004
 SELECT fencing.fence_advance(33, 33, NULL);
+\echo :SQLSTATE
+SELECT fencing.fence_advance(NULL, 33, NULL);
 \echo :SQLSTATE
 -- newer fence: FN001 even with allow_same (the hint names the takeover)
 SELECT fencing.fence_advance(34, 33);

@@ -45,7 +45,10 @@ Datum
 fencing_fence_advance(PG_FUNCTION_ARGS)
 {
 	int64		token = fencing_token_arg(fcinfo, 1);
-	bool		allow_same = !PG_ARGISNULL(2) && PG_GETARG_BOOL(2);
+	bool		allow_same;
+
+	fencing_require_arg(fcinfo, 2, "allow_same");
+	allow_same = PG_GETARG_BOOL(2);
 
 	if (!PG_ARGISNULL(0))
 	{

@@ -10,6 +10,7 @@
 #include "access/xact.h"
 #include "datatype/timestamp.h"
 #include "miscadmin.h"
+#include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -175,6 +176,7 @@ fencing_lease_acquire(PG_FUNCTION_ARGS)
 	text	   *name;
 	text	   *holder;
 
+	PreventCommandIfReadOnly("fencing.lease_acquire()");
 	name = fencing_name_arg(fcinfo, 0, "lease name");
 	holder = fencing_name_arg(fcinfo, 1, "lease holder");
 	values[0] = PointerGetDatum(name);
@@ -218,6 +220,7 @@ fencing_lease_renew(PG_FUNCTION_ARGS)
 {
 	Datum		values[4];
 
+	PreventCommandIfReadOnly("fencing.lease_renew()");
 	values[0] = PointerGetDatum(fencing_name_arg(fcinfo, 0, "lease name"));
 	values[1] = Int64GetDatum(fencing_token_arg(fcinfo, 1));
 	values[3] = fencing_usecs_interval(fencing_duration_arg(fcinfo, 2, "lease TTL",
@@ -234,8 +237,12 @@ Datum
 fencing_lease_release(PG_FUNCTION_ARGS)
 {
 	Datum		values[3];
-	text	   *name = fencing_name_arg(fcinfo, 0, "lease name");
-	int64		token = fencing_token_arg(fcinfo, 1);
+	text	   *name;
+	int64		token;
+
+	PreventCommandIfReadOnly("fencing.lease_release()");
+	name = fencing_name_arg(fcinfo, 0, "lease name");
+	token = fencing_token_arg(fcinfo, 1);
 
 	values[0] = PointerGetDatum(name);
 	values[1] = Int64GetDatum(token);
@@ -267,6 +274,8 @@ fencing_lease_check(PG_FUNCTION_ARGS)
 {
 	Datum		values[3];
 
+	/* it locks the row: a writing call */
+	PreventCommandIfReadOnly("fencing.lease_check()");
 	values[0] = PointerGetDatum(fencing_name_arg(fcinfo, 0, "lease name"));
 	values[1] = Int64GetDatum(fencing_token_arg(fcinfo, 1));
 

@@ -12,6 +12,7 @@
 #include "common/int.h"
 #include "datatype/timestamp.h"
 #include "miscadmin.h"
+#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -43,6 +44,7 @@ fencing_lease_force_release(PG_FUNCTION_ARGS)
 	char	   *holder;
 
 	require_lease_admin("fencing.lease_force_release");
+	PreventCommandIfReadOnly("fencing.lease_force_release()");
 	name = fencing_name_arg(fcinfo, 0, "lease name");
 	values[0] = PointerGetDatum(name);
 
@@ -75,6 +77,7 @@ fencing_lease_purge(PG_FUNCTION_ARGS)
 	TimestampTz cutoff;
 
 	require_lease_admin("fencing.lease_purge");
+	PreventCommandIfReadOnly("fencing.lease_purge()");
 	age = fencing_duration_arg(fcinfo, 0, "purge age", PG_INT64_MAX, "", true);
 
 	/* an age beyond the calendar's start purges nothing, not an error */

@@ -262,6 +262,36 @@ verify_token_band(const FencingCatalog *cat, TimeLineID tli, int64 floor)
 }
 
 
+/*
+ * nextval() of the counter.  At the very top of the bigint range the
+ * sequence itself runs out: report that as the token space being
+ * exhausted, the same error as at the end of any other band.
+ */
+static int64
+next_counter_value(Oid seqoid, TimeLineID tli)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	int64		value = 0;
+
+	PG_TRY();
+	{
+		value = nextval_internal(seqoid, false);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED)
+			PG_RE_THROW();
+		FlushErrorState();
+		token_space_exhausted(tli);
+	}
+	PG_END_TRY();
+	return value;
+}
+
 int64
 fencing_issue_token(void)
 {
@@ -293,7 +323,7 @@ fencing_issue_token(void)
 	if (tli != verified_timeline ||
 		sequence_lsn(cat->token_base_oid) != verified_base_lsn)
 		verify_token_band(cat, tli, 0);
-	token = nextval_internal(cat->token_seq_oid, false);
+	token = next_counter_value(cat->token_seq_oid, tli);
 	fencing_restore_user(&scope);
 
 	if (token >= verified_band_end)
@@ -403,6 +433,11 @@ fencing_advance_tokens(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("token floor must not be negative")));
+	if (floor == PG_INT64_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("token floor must be below the largest bigint"),
+				 errdetail("No token could be issued above it.")));
 
 	tli = insertion_timeline();
 	PreventCommandIfReadOnly("fencing.advance_tokens()");
