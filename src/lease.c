@@ -176,7 +176,6 @@ fencing_lease_acquire(PG_FUNCTION_ARGS)
 	text	   *name;
 	text	   *holder;
 
-	PreventCommandIfReadOnly("fencing.lease_acquire()");
 	name = fencing_name_arg(fcinfo, 0, "lease name");
 	holder = fencing_name_arg(fcinfo, 1, "lease holder");
 	values[0] = PointerGetDatum(name);
@@ -188,6 +187,7 @@ fencing_lease_acquire(PG_FUNCTION_ARGS)
 	values[4] = fencing_usecs_interval((int64) lock_delay_ms * 1000);
 	wait_usecs = fencing_duration_arg(fcinfo, 3, "wait interval",
 									  LEASE_MAX_WAIT_USECS, "1 day", true);
+	PreventCommandIfReadOnly("fencing.lease_acquire()");
 
 	/* a waiter needs fresh snapshots to see the lease come free */
 	if (wait_usecs > 0 && IsolationUsesXactSnapshot())
@@ -220,12 +220,12 @@ fencing_lease_renew(PG_FUNCTION_ARGS)
 {
 	Datum		values[4];
 
-	PreventCommandIfReadOnly("fencing.lease_renew()");
 	values[0] = PointerGetDatum(fencing_name_arg(fcinfo, 0, "lease name"));
 	values[1] = Int64GetDatum(fencing_token_arg(fcinfo, 1));
 	values[3] = fencing_usecs_interval(fencing_duration_arg(fcinfo, 2, "lease TTL",
 															LEASE_MAX_TTL_USECS,
 															"1 day", false));
+	PreventCommandIfReadOnly("fencing.lease_renew()");
 
 	if (run_as_holder(LEASE_RENEW, values) == 0)
 		PG_RETURN_BOOL(false);
@@ -240,9 +240,9 @@ fencing_lease_release(PG_FUNCTION_ARGS)
 	text	   *name;
 	int64		token;
 
-	PreventCommandIfReadOnly("fencing.lease_release()");
 	name = fencing_name_arg(fcinfo, 0, "lease name");
 	token = fencing_token_arg(fcinfo, 1);
+	PreventCommandIfReadOnly("fencing.lease_release()");
 
 	values[0] = PointerGetDatum(name);
 	values[1] = Int64GetDatum(token);
@@ -274,10 +274,10 @@ fencing_lease_check(PG_FUNCTION_ARGS)
 {
 	Datum		values[3];
 
-	/* it locks the row: a writing call */
-	PreventCommandIfReadOnly("fencing.lease_check()");
 	values[0] = PointerGetDatum(fencing_name_arg(fcinfo, 0, "lease name"));
 	values[1] = Int64GetDatum(fencing_token_arg(fcinfo, 1));
+	/* it locks the row: a writing call */
+	PreventCommandIfReadOnly("fencing.lease_check()");
 
 	PG_RETURN_BOOL(run_as_holder(LEASE_CHECK, values) == 1);
 }

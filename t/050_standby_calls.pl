@@ -87,59 +87,59 @@ my @refused = (
 	[ 'SELECT fencing.next_token()', $not_tokens, $hint_tokens ],
 	[
 		"SELECT fencing.lease_acquire('new', 'bob', '1 min')",
-		'cannot execute UPDATE in a read-only transaction'
+		'cannot execute fencing.lease_acquire() in a read-only transaction'
 	],
 	[
 		"SELECT fencing.lease_acquire('held', 'alice', '1 min')",
-		'cannot execute UPDATE in a read-only transaction'
+		'cannot execute fencing.lease_acquire() in a read-only transaction'
 	],
 	[
 		"SELECT fencing.lease_acquire('held', 'bob', '1 min')",
-		'cannot execute UPDATE in a read-only transaction'
+		'cannot execute fencing.lease_acquire() in a read-only transaction'
 	],
 	[
 		"SELECT fencing.lease_acquire('free', 'bob', '1 min')",
-		'cannot execute UPDATE in a read-only transaction'
+		'cannot execute fencing.lease_acquire() in a read-only transaction'
 	],
 	[
 		"SELECT fencing.lease_acquire('expired', 'bob', '1 min')",
-		'cannot execute UPDATE in a read-only transaction'
+		'cannot execute fencing.lease_acquire() in a read-only transaction'
 	],
 	[
 		"SELECT fencing.lease_acquire('held', 'bob', '1 min', '10 s')",
-		'cannot execute UPDATE in a read-only transaction'
+		'cannot execute fencing.lease_acquire() in a read-only transaction'
 	],
 	[
 		"SELECT fencing.lease_renew('held', $t_held, '1 min')",
-		'cannot execute UPDATE in a read-only transaction'
+		'cannot execute fencing.lease_renew() in a read-only transaction'
 	],
 	[
 		"SELECT fencing.lease_renew('held', $t_held + 1000, '1 min')",
-		'cannot execute UPDATE in a read-only transaction'
+		'cannot execute fencing.lease_renew() in a read-only transaction'
 	],
 	[
 		"SELECT fencing.lease_release('held', $t_held)",
-		'cannot execute UPDATE in a read-only transaction'
+		'cannot execute fencing.lease_release() in a read-only transaction'
 	],
 	[
 		"SELECT fencing.lease_release('expired', $t_exp)",
-		'cannot execute UPDATE in a read-only transaction'
+		'cannot execute fencing.lease_release() in a read-only transaction'
 	],
 	[
 		"SELECT fencing.lease_check('held', $t_held)",
-		'cannot execute SELECT FOR SHARE in a read-only transaction'
+		'cannot execute fencing.lease_check() in a read-only transaction'
 	],
 	[
 		"SELECT fencing.lease_check('expired', $t_exp)",
-		'cannot execute SELECT FOR SHARE in a read-only transaction'
+		'cannot execute fencing.lease_check() in a read-only transaction'
 	],
 	[
 		"SELECT fencing.lease_force_release('held')",
-		'cannot execute UPDATE in a read-only transaction'
+		'cannot execute fencing.lease_force_release() in a read-only transaction'
 	],
 	[
 		"SELECT fencing.lease_purge('0')",
-		'cannot execute DELETE in a read-only transaction'
+		'cannot execute fencing.lease_purge() in a read-only transaction'
 	],
 	[ 'SELECT fencing.advance_tokens(1000000)', $not_tokens, $hint_tokens ],
 	[ 'SELECT fencing.advance_tokens(0)',       $not_tokens, $hint_tokens ],);
@@ -162,7 +162,7 @@ is("$state $msg", '42501 permission denied for fencing.lease_purge',
 	'standby: a non-admin role is refused before recovery is noticed');
 ($state, $msg) = on_standby(
 	"SET ROLE app; SELECT fencing.lease_renew('held', $t_held, '1 min')");
-is("$state $msg", '25006 cannot execute UPDATE in a read-only transaction',
+is("$state $msg", '25006 cannot execute fencing.lease_renew() in a read-only transaction',
 	'standby: another role with the right token: read-only comes first');
 
 # what works on a standby
