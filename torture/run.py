@@ -512,6 +512,12 @@ def main():
     if not os.access(a.worker, os.X_OK):
         subprocess.run(['make', '-s', '-C', HERE], check=True)
 
+    # on SIGTERM or SIGHUP, stop the workers and the throwaway cluster too
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt(f'signal {signum}')
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupted)
+
     rnd = random.Random(a.seed)
     events = Events(os.path.join(a.out, 'events.jsonl'))
     server = Server(a, events)
