@@ -17,6 +17,8 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 
 typedef struct LeaseStatementDef
@@ -229,9 +231,9 @@ fencing_check_lease_snapshot(LeaseStatement probe, Datum *values)
  * the first row's first "nresults" columns go to results[] (NULL columns
  * to isnull[]), copied out of SPI's memory.
  */
-uint64
-fencing_run_lease_statement(LeaseStatement stmt, Datum *values,
-							Datum *results, bool *isnull, int nresults)
+static uint64
+run_statement(LeaseStatement stmt, Datum *values,
+			  Datum *results, bool *isnull, int nresults)
 {
 	FencingOwnerScope scope;
 	uint64		processed;
@@ -268,5 +270,71 @@ fencing_run_lease_statement(LeaseStatement stmt, Datum *values,
 
 	SPI_finish();
 	fencing_restore_user(&scope);
+	return processed;
+}
+
+/*
+ * Statements that lock the lease row and may find it does not qualify.
+ * When an UPDATE or SELECT FOR SHARE meets a row that a concurrent
+ * transaction changed, PostgreSQL locks the newest version before it
+ * rechecks the WHERE clause, and keeps that lock when the recheck fails.
+ * A waiter that lost a handover would then block the winner's renew and
+ * release for as long as it keeps waiting.  So each such statement runs in
+ * a subtransaction that is rolled back when it touched nothing.
+ */
+static bool
+locks_rows(LeaseStatement stmt)
+{
+	switch (stmt)
+	{
+		case LEASE_TAKE:
+		case LEASE_RENEW:
+		case LEASE_RELEASE:
+		case LEASE_CHECK:
+		case LEASE_FORCE_RELEASE:
+			return true;
+		default:
+			return false;
+	}
+}
+
+uint64
+fencing_run_lease_statement(LeaseStatement stmt, Datum *values,
+							Datum *results, bool *isnull, int nresults)
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	uint64		processed = 0;
+
+	if (!locks_rows(stmt))
+		return run_statement(stmt, values, results, isnull, nresults);
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcontext);
+	PG_TRY();
+	{
+		processed = run_statement(stmt, values, results, isnull, nresults);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		/* leave the caller's subtransactions to the caller: end ours */
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+
+	if (processed > 0)
+		ReleaseCurrentSubTransaction();
+	else
+		RollbackAndReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(oldcontext);
+	CurrentResourceOwner = oldowner;
 	return processed;
 }

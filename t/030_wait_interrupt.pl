@@ -395,14 +395,10 @@ my @losers = grep { $_->{name} ne $winner } @idle;
 is(scalar(@losers), $n_idle - 1, "the winner is one of them ($winner)");
 
 # The others must go back to sleep at once, and the new holder must not be
-# held up by them.  A waiter that loses the race keeps the row lock its
-# failed UPDATE took (EvalPlanQual), so other losers queue behind it for
-# the rest of its wait and the winner cannot renew: see
+# held up by them: a failed attempt's row lock (taken by EvalPlanQual before
+# the recheck) goes with the subtransaction it ran in.  See also
 # specs/wait_race_loser.spec.
-TODO:
 {
-	local $TODO =
-	  'a waiter that loses the race keeps the row lock of its failed UPDATE';
 	my $loser_pids = join(',', map { $_->{pid} } @losers);
 	my $asleep = poll_until(5, qq{
 		SELECT count(*) = } . scalar(@losers) . qq{
