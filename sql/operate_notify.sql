@@ -1,4 +1,4 @@
--- fencing.notify (boolean, default on): with it off, lease calls send no
+-- fencing.notify (boolean, default off): with it off, lease calls send no
 -- NOTIFY.  psql prints every notification this session receives, with the
 -- sender's PID, so only the "off" case can be shown here: listening on
 -- channel fencing, the session must receive nothing.  (The payloads, the

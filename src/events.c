@@ -39,7 +39,7 @@
 /* tags of leases released in the current transaction, to wake at commit */
 static List *wake_at_commit = NIL;
 
-static bool notify_enabled = true;
+static bool notify_enabled = false;
 
 static void
 lease_locktag(LOCKTAG *tag, const char *name, int len)
@@ -194,9 +194,9 @@ fencing_events_init(void)
 	RegisterXactCallback(events_xact_callback, NULL);
 	DefineCustomBoolVariable("fencing.notify",
 							 "Send NOTIFY fencing on lease acquire, takeover and release.",
-							 NULL,
+							 "Off by default: every notifying commit takes the notification queue's lock.",
 							 &notify_enabled,
-							 true,
+							 false,
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
