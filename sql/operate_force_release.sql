@@ -115,6 +115,20 @@ SELECT fencing.lease_force_release('op_fr');
 RESET ROLE;
 SELECT holder, token = :t2 AS current, state FROM fencing.lease_status WHERE name = 'op_fr';
 
+-- an expired lease in its lock delay: force_release ends the delay, so
+-- another holder can take it at once; a lease past its delay is free
+-- already, and there is nothing to end
+SET fencing.lock_delay = '1 min';
+SELECT fencing.lease_acquire('op_fr_delay', 'a', '1 millisecond') AS td \gset
+SELECT pg_sleep(0.01);
+SELECT fencing.lease_acquire('op_fr_delay', 'b', '1 min') IS NULL AS delayed;
+SELECT fencing.lease_force_release('op_fr_delay') AS delay_ended;
+SELECT fencing.lease_acquire('op_fr_delay', 'b', '1 min') > :td AS taken_at_once;
+RESET fencing.lock_delay;
+SELECT fencing.lease_acquire('op_fr_gone', 'a', '1 millisecond') IS NOT NULL AS acquired;
+SELECT pg_sleep(0.01);
+SELECT fencing.lease_force_release('op_fr_gone') AS nothing_to_end;
+
 -- clean up
 SELECT fencing.lease_force_release('op_fr') AS forced;
 DO $$

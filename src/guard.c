@@ -273,12 +273,15 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 		if (!has_new)
 		{
 			if (has_old)
+			{
+				count_stale_write();
 				ereport(ERROR,
 						(errcode(ERRCODE_FENCING_STALE_TOKEN),
 						 errmsg("fence of a row of \"%s\" cannot be set to NULL",
 								RelationGetRelationName(rel)),
 						 errdetail("The row was already written with token %lld.",
 								   (long long) old_fence)));
+			}
 		}
 		else if (has_old && new_fence < old_fence)
 			fencing_report_stale(new_fence, old_fence, RelationGetRelationName(rel));

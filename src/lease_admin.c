@@ -30,8 +30,8 @@ require_lease_admin(const char *what)
 }
 
 /*
- * lease_force_release(name) ends a live lease whoever holds it; true if
- * there was one.  The holder's token is stale from then on, like after a
+ * lease_force_release(name) ends a live lease whoever holds it, or the
+ * lock delay of an expired one; true if there was one.  The holder's token is stale from then on, like after a
  * takeover.  Logged, since it overrides a holder.
  */
 Datum

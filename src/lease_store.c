@@ -133,12 +133,14 @@ static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
 		"   true)",
 		3, {TEXTOID, TEXTOID, REGROLEOID}
 	},
-	/* $1 name: end any live lease, whoever holds it */
+	/* $1 name: end a live lease, or a pending lock delay, whoever holds it */
 	[LEASE_FORCE_RELEASE] = {
 		"UPDATE fencing.leases AS l"
 		"   SET released_at = " NOW ","
 		"       releases = l.releases" PLUS "1"
-		" WHERE l.name" EQ "$1 AND " LIVE("l")
+		" WHERE l.name" EQ "$1 AND l.released_at IS NULL"
+		"   AND (l.expires_at" PLUS "l.lock_delay)"
+		"       OPERATOR(pg_catalog.>) " NOW
 		" RETURNING l.token, l.holder",
 		1, {TEXTOID}
 	},
