@@ -18,6 +18,7 @@ FENCING_DEB_PACKAGES=(
 	debhelper
 	postgresql-server-dev-all
 	libpq-dev
+	gnuplot-nox
 )
 # Node.js for examples/node (t/063_clients.pl).  A nodejs that bundles its
 # own npm (NodeSource's) conflicts with Debian's npm package: ask for
@@ -50,6 +51,7 @@ fencing_install_deps() {
 # dpkg-dev, debhelper, postgresql-server-dev-all (pg_buildext, the pgxs_loop
 # debhelper sequence): the Debian package test, t/060_debian_package.pl.
 # libpq-dev: examples/c (also pulled in by postgresql-server-dev-N).
+# gnuplot-nox: the plot of bench/run.sh.
 
 # Build with warnings as errors and install into the server's directories.
 # Server headers trip -Wunused-parameter, so that one warning stays off.
