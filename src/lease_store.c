@@ -46,8 +46,8 @@ typedef struct LeaseStatementDef
 static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
 	/*
 	 * Take a free row, one whose lease and lock delay have passed, or our
-	 * own.  Returns the new token and whether this took over an expired
-	 * lease of another holder.
+	 * own.  Returns the new token and whether this took over an expired lease
+	 * of another holder.
 	 */
 	[LEASE_TAKE] = {
 		"UPDATE fencing.leases AS l"

@@ -241,16 +241,16 @@ verify_token_band(const FencingCatalog *cat, TimeLineID tli, int64 floor)
 		set_sequence(cat->token_seq_oid, Max(band << TOKEN_BAND_BITS, floor));
 
 	/*
-	 * The new band must be durable before any token of it is returned.
-	 * Our setval records end at XactLastRecEnd, and WAL is flushed in
-	 * order.  (Not GetXLogInsertRecPtr(): at a page boundary it points past
-	 * a page header not yet written, and XLogFlush refuses it.)
+	 * The new band must be durable before any token of it is returned. Our
+	 * setval records end at XactLastRecEnd, and WAL is flushed in order.
+	 * (Not GetXLogInsertRecPtr(): at a page boundary it points past a page
+	 * header not yet written, and XLogFlush refuses it.)
 	 */
 	XLogFlush(XactLastRecEnd);
 
 	/*
-	 * The state is settled and durable: let the next backend check.  Held
-	 * to transaction end, it would stall every other backend's first token
+	 * The state is settled and durable: let the next backend check.  Held to
+	 * transaction end, it would stall every other backend's first token
 	 * behind a long transaction, such as a waiting lease_acquire.
 	 */
 	UnlockRelationOid(cat->token_base_oid, ShareUpdateExclusiveLock);
@@ -304,8 +304,8 @@ fencing_issue_token(void)
 
 	/*
 	 * Negative control for the test suite only: a plain nextval() with no
-	 * flush and no timeline band, the design the crash, promotion, PITR
-	 * and restore tests must catch.  Never build a release with this.
+	 * flush and no timeline band, the design the crash, promotion, PITR and
+	 * restore tests must catch.  Never build a release with this.
 	 */
 	cat = fencing_catalog();
 	fencing_become_owner(&scope);
