@@ -57,6 +57,7 @@ _PG_init(void)
 	CacheRegisterRelcacheCallback(fencing_relcache_callback, (Datum) 0);
 	fencing_define_token_guc();
 	fencing_lease_init();
+	fencing_lease_direct_init();
 	fencing_events_init();
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("fencing");

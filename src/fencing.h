@@ -89,8 +89,28 @@ typedef enum LeaseStatement
 extern uint64 fencing_run_lease_statement(LeaseStatement stmt, Datum *values,
 										  Datum *results, bool *isnull,
 										  int nresults);
+extern uint64 fencing_run_lease_statement_seen(LeaseStatement stmt,
+											   Datum *values, Datum *results,
+											   bool *isnull, int nresults,
+											   bool *row_seen);
 extern void fencing_check_lease_snapshot(LeaseStatement probe, Datum *values);
 extern bool fencing_writing_leases;
+
+/* lease_direct.c */
+typedef enum LeaseDirectResult
+{
+	LEASE_DIRECT_UNSUPPORTED,	/* the table does not qualify: use SPI */
+	LEASE_DIRECT_UPDATED,
+	LEASE_DIRECT_UNCHANGED,		/* the row was seen and did not qualify */
+	LEASE_DIRECT_MISSING		/* no row was seen */
+} LeaseDirectResult;
+
+extern void fencing_lease_direct_init(void);
+extern LeaseDirectResult fencing_lease_update_direct(LeaseStatement stmt,
+													 const Datum *values,
+													 Datum *results,
+													 bool *isnull,
+													 int nresults);
 
 /* lease.c */
 extern void fencing_lease_init(void);

@@ -94,18 +94,26 @@ run_as_holder(LeaseStatement stmt, Datum *values)
 /*
  * One attempt: take a free, expired or own row, else create it.  A
  * concurrent creator makes the insert do nothing: look once more, since
- * that creator may be the same holder in another session.
+ * that creator may be the same holder in another session.  A row seen and
+ * held by another needs neither.
  */
 static bool
 try_acquire(Datum *values, int64 *token, bool *takeover)
 {
 	Datum		res[2];
 	bool		isnull[2];
+	bool		held = false;
 
-	if (fencing_run_lease_statement(LEASE_TAKE, values, res, isnull, 2) == 0 &&
-		fencing_run_lease_statement(LEASE_CREATE, values, res, isnull, 2) == 0 &&
-		fencing_run_lease_statement(LEASE_TAKE, values, res, isnull, 2) == 0)
-		return false;
+	if (fencing_run_lease_statement_seen(LEASE_TAKE, values, res, isnull, 2,
+										 &held) == 0)
+	{
+		/* seen and held by another: no need to try creating it */
+		if (held)
+			return false;
+		if (fencing_run_lease_statement(LEASE_CREATE, values, res, isnull, 2) == 0 &&
+			fencing_run_lease_statement(LEASE_TAKE, values, res, isnull, 2) == 0)
+			return false;
+	}
 	*token = DatumGetInt64(res[0]);
 	*takeover = DatumGetBool(res[1]);
 	return true;

@@ -304,9 +304,43 @@ uint64
 fencing_run_lease_statement(LeaseStatement stmt, Datum *values,
 							Datum *results, bool *isnull, int nresults)
 {
+	return fencing_run_lease_statement_seen(stmt, values, results, isnull,
+											nresults, NULL);
+}
+
+/*
+ * The same, and *row_seen (if not NULL) tells whether the statement saw
+ * the lease row and left it alone because it did not qualify.  Only the
+ * direct path knows; through SPI it stays false.
+ */
+uint64
+fencing_run_lease_statement_seen(LeaseStatement stmt, Datum *values,
+								 Datum *results, bool *isnull, int nresults,
+								 bool *row_seen)
+{
 	MemoryContext oldcontext = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
 	uint64		processed = 0;
+
+	if (row_seen)
+		*row_seen = false;
+	if (stmt == LEASE_TAKE || stmt == LEASE_RENEW || stmt == LEASE_RELEASE)
+	{
+		switch (fencing_lease_update_direct(stmt, values, results, isnull,
+											nresults))
+		{
+			case LEASE_DIRECT_UPDATED:
+				return 1;
+			case LEASE_DIRECT_UNCHANGED:
+				if (row_seen)
+					*row_seen = true;
+				return 0;
+			case LEASE_DIRECT_MISSING:
+				return 0;
+			case LEASE_DIRECT_UNSUPPORTED:
+				break;
+		}
+	}
 
 	if (!locks_rows(stmt))
 		return run_statement(stmt, values, results, isnull, nresults);
