@@ -67,6 +67,16 @@ SELECT holder, token = :t2 AS current, state FROM fencing.lease_status WHERE nam
 SELECT count(*) AS trigger_fired FROM dp_seen WHERE name = 'dp_one';
 SELECT true AS pkey_ok FROM bt_index_check('fencing.leases_pkey', true);
 
+-- a CHECK constraint: the direct path would not evaluate it, SPI does
+ALTER TABLE fencing.leases ADD CONSTRAINT dp_no_forbidden
+	CHECK (holder OPERATOR(pg_catalog.<>) 'forbidden');
+\set VERBOSITY sqlstate
+SELECT fencing.lease_acquire('dp_one', 'forbidden', '1 min');
+\set VERBOSITY default
+SELECT holder, token = :t2 AS unchanged, state FROM fencing.lease_status WHERE name = 'dp_one';
+SELECT fencing.lease_acquire('dp_one', 'allowed', '1 min') IS NOT NULL AS allowed;
+ALTER TABLE fencing.leases DROP CONSTRAINT dp_no_forbidden;
+
 DROP TABLE dp_seen;
 DROP FUNCTION dp_audit();
 DELETE FROM fencing.leases WHERE name LIKE 'dp\_%';
