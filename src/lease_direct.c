@@ -364,30 +364,21 @@ insert_key(Relation rel, Relation idx, TupleTableSlot *slot)
 				 info);
 }
 
-/* what one look at the row came to */
-typedef enum LookResult
-{
-	LOOK_UPDATED,
-	LOOK_UNCHANGED,				/* seen, does not qualify */
-	LOOK_MISSING,				/* not seen */
-	LOOK_AGAIN					/* a concurrent change committed first */
-} LookResult;
-
 /*
  * One look at the lease row under "snapshot" and, if it qualifies, the
- * update.
+ * update.  *again is set when a concurrent change committed first.
  */
-static LookResult
+static LeaseDirectResult
 look_and_update(Relation rel, Relation idx, LeaseStatement stmt,
 				Snapshot snapshot, const Datum *values, Datum *results,
-				bool *isnull, int nresults)
+				bool *isnull, int nresults, bool *again)
 {
 	TupleDesc	desc = RelationGetDescr(rel);
 	ScanKeyData key;
 	IndexScanDesc scan;
 	TupleTableSlot *oldslot = table_slot_create(rel, NULL);
 	TupleTableSlot *newslot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
-	LookResult	look = LOOK_MISSING;
+	LeaseDirectResult look = LEASE_DIRECT_MISSING;
 
 	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   layout.name_collation, layout.name_eq_proc,
@@ -401,7 +392,7 @@ look_and_update(Relation rel, Relation idx, LeaseStatement stmt,
 
 	if (index_getnext_slot(scan, ForwardScanDirection, oldslot))
 	{
-		look = LOOK_UNCHANGED;
+		look = LEASE_DIRECT_UNCHANGED;
 		slot_getallattrs(oldslot);
 		ExecClearTuple(newslot);
 		memcpy(newslot->tts_values, oldslot->tts_values,
@@ -435,7 +426,7 @@ look_and_update(Relation rel, Relation idx, LeaseStatement stmt,
 					if (update_indexes)
 #endif
 						insert_key(rel, idx, newslot);
-					look = LOOK_UPDATED;
+					look = LEASE_DIRECT_UPDATED;
 					break;
 				case TM_SelfModified:
 					/* as the executor: ignore our own command's change */
@@ -446,7 +437,7 @@ look_and_update(Relation rel, Relation idx, LeaseStatement stmt,
 					break;
 				case TM_Updated:
 				case TM_Deleted:
-					look = LOOK_AGAIN;
+					*again = true;
 					break;
 				default:
 					elog(ERROR, "unexpected table_tuple_update status: %d",
@@ -492,18 +483,13 @@ fencing_lease_update_direct(LeaseStatement stmt, const Datum *values,
 	for (;;)
 	{
 		Snapshot	snapshot = RegisterSnapshot(GetTransactionSnapshot());
-		LookResult	look;
+		bool		again = false;
 
-		look = look_and_update(rel, idx, stmt, snapshot, values, results,
-							   isnull, nresults);
+		outcome = look_and_update(rel, idx, stmt, snapshot, values, results,
+								  isnull, nresults, &again);
 		UnregisterSnapshot(snapshot);
-		if (look != LOOK_AGAIN)
-		{
-			outcome = look == LOOK_UPDATED ? LEASE_DIRECT_UPDATED :
-				look == LOOK_UNCHANGED ? LEASE_DIRECT_UNCHANGED :
-				LEASE_DIRECT_MISSING;
+		if (!again)
 			break;
-		}
 
 		/*
 		 * A concurrent transaction changed the row first and committed.  The
