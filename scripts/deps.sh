@@ -4,6 +4,10 @@
 set -euo pipefail
 
 FENCING_PG_MAJOR=${FENCING_PG_MAJOR:-15}
+# The server to build against and test with: the system's by default, or a
+# private relocated copy (fencing_private_install) or another major's
+# installation (scripts/matrix.sh).
+FENCING_PG_BINDIR=${FENCING_PG_BINDIR:-/usr/lib/postgresql/$FENCING_PG_MAJOR/bin}
 FENCING_DEB_PACKAGES=(
 	make gcc
 	"postgresql-$FENCING_PG_MAJOR"
@@ -42,8 +46,13 @@ fencing_install_deps() {
 	# throwaway clusters only.
 	mkdir -p /etc/postgresql-common/createcluster.d
 	echo "create_main_cluster = false" >/etc/postgresql-common/createcluster.d/fencing-no-main.conf
-	apt-get update -q >/dev/null
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+	# one apt at a time, whoever else on this machine installs
+	(
+		flock 8
+		apt-get -o DPkg::Lock::Timeout=900 update -q >/dev/null
+		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 \
+			install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+	) 8>>/tmp/fencing-apt.lock
 }
 
 # libkrb5-dev: the server's libpq-be.h includes <gssapi/gssapi.h>.
@@ -57,11 +66,30 @@ fencing_install_deps() {
 # Server headers trip -Wunused-parameter, so that one warning stays off.
 fencing_build_install() {
 	local extra=${1:-}
-	export PATH="/usr/lib/postgresql/$FENCING_PG_MAJOR/bin:$PATH"
-	make -s clean >/dev/null
-	make -s PG_CONFIG="/usr/lib/postgresql/$FENCING_PG_MAJOR/bin/pg_config" \
+	export PATH="$FENCING_PG_BINDIR:$PATH"
+	make -s clean PG_CONFIG="$FENCING_PG_BINDIR/pg_config" >/dev/null
+	make -s PG_CONFIG="$FENCING_PG_BINDIR/pg_config" \
 		PG_CFLAGS="-Wall -Wextra -Werror -Wno-unused-parameter $extra"
-	make -s PG_CONFIG="/usr/lib/postgresql/$FENCING_PG_MAJOR/bin/pg_config" install >/dev/null
+	make -s PG_CONFIG="$FENCING_PG_BINDIR/pg_config" install >/dev/null
+}
+
+# fencing_private_install DIR: a relocated copy of the system's server
+# installation under DIR (postgres finds its share and lib directories
+# relative to its own binary), so that building and testing here never
+# touches what other checkouts on this machine use.  Sets FENCING_PG_BINDIR.
+fencing_private_install() {
+	local dir=$1 pgdir=/usr/lib/postgresql/$FENCING_PG_MAJOR
+	mkdir -p "$dir/usr/lib/postgresql" "$dir/usr/share/postgresql"
+	cp -a "$pgdir" "$dir/usr/lib/postgresql/"
+	cp -a "/usr/share/postgresql/$FENCING_PG_MAJOR" "$dir/usr/share/postgresql/"
+	# headers are only read: share them
+	mkdir -p "$dir/usr/include"
+	ln -s /usr/include/postgresql "$dir/usr/include/postgresql"
+	FENCING_PG_BINDIR=$dir$pgdir/bin
+	[ "$("$FENCING_PG_BINDIR/pg_config" --pkglibdir)" = "$dir$pgdir/lib" ] || {
+		echo "the private installation in $dir is not relocated" >&2
+		return 1
+	}
 }
 
 # initdb refuses root: throwaway clusters run as postgres, in a copy of the

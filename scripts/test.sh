@@ -5,6 +5,7 @@
 #   sudo scripts/test.sh                 # everything
 #   FENCING_SUITES="regress isolation" sudo scripts/test.sh
 #   PROVE_TESTS=t/002_promotion.pl sudo scripts/test.sh
+#   FENCING_PRIVATE=1 sudo scripts/test.sh   # a private copy of the server
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -12,6 +13,13 @@ cd "$(dirname "$0")/.."
 suites=${FENCING_SUITES:-"regress isolation tap negative model"}
 
 fencing_install_deps
+private=
+if [ -n "${FENCING_PRIVATE:-}" ]; then
+	private=$(mktemp -d /tmp/fencing-inst.XXXXXX)
+	chmod 755 "$private"	# postgres runs the copy
+	fencing_private_install "$private"
+	echo "== private server installation: $FENCING_PG_BINDIR"
+fi
 echo "== building with -Wall -Wextra -Werror ${FENCING_EXTRA_CFLAGS:-}"
 # several checkouts on one machine share the server's directories
 exec 9>/tmp/fencing-build.lock
@@ -29,6 +37,7 @@ keep_results() {
 		echo "actual outputs of this run: /tmp/fencing-results"
 	fi
 	rm -rf "$work"
+	[ -z "$private" ] || rm -rf "$private"
 }
 status=0
 trap keep_results EXIT
@@ -78,7 +87,7 @@ run_suite() {
 	failed=$((failed + f))
 }
 
-PGX="pg_virtualenv -v $FENCING_PG_MAJOR"
+PGX="bash $work/scripts/tmp_cluster.sh"
 for s in $suites; do
 	case $s in
 	regress)
