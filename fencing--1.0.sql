@@ -144,7 +144,7 @@ COMMENT ON FUNCTION fencing.fence_allows(bigint, bigint) IS
 	'True iff fence IS NULL OR fence <= token: this token is not older than the row';
 
 -- In the SET list: fence = fencing.fence_advance(fence, $token).  Runs only
--- for rows the statement updates, and raises FN001 for a stale token.
+-- for rows the statement updates, and raises LF001 for a stale token.
 -- VOLATILE, so the planner never folds it on constants before any row is
 -- touched; it also counts refusals.
 CREATE FUNCTION fencing.fence_advance(fence bigint, token bigint,
@@ -154,7 +154,7 @@ LANGUAGE C VOLATILE PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'fencing_fence_advance';
 
 COMMENT ON FUNCTION fencing.fence_advance(bigint, bigint, boolean) IS
-	'The token, as the row''s new fence; raises FN001 if older than the fence';
+	'The token, as the row''s new fence; raises LF001 if older than the fence';
 
 CREATE FUNCTION fencing.expect_rows(affected bigint, expected bigint DEFAULT 1)
 RETURNS bigint
@@ -162,7 +162,7 @@ LANGUAGE C VOLATILE PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'fencing_expect_rows';
 
 COMMENT ON FUNCTION fencing.expect_rows(bigint, bigint) IS
-	'Raises FN003 when a fenced write changed fewer rows than expected';
+	'Raises LF003 when a fenced write changed fewer rows than expected';
 
 CREATE FUNCTION fencing.fence_guard()
 RETURNS trigger

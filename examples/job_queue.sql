@@ -8,12 +8,12 @@
 -- Every claim of a job gets a fresh fencing token, stored in the job's
 -- fence column.  Heartbeat, complete and fail must present that token:
 -- a worker whose claim expired and was taken over by another worker holds
--- an older token, and its writes are refused with SQLSTATE FN001 instead
+-- an older token, and its writes are refused with SQLSTATE LF001 instead
 -- of overwriting the newer worker's result.  See examples/README.md.
 --
 -- Errors a worker can get back:
---   FN001  its token is stale: the job was reclaimed by a newer claim
---   FN003  the job does not exist
+--   LF001  its token is stale: the job was reclaimed by a newer claim
+--   LF003  the job does not exist
 --   55000  the job is no longer running (its own claim, but already
 --          completed, failed or reaped)
 --   22023  the token was never issued for this job, or a bad argument
@@ -138,7 +138,7 @@ $$;
 -- their fenced write.  Locks the job row and refuses, with a clear error,
 -- the holder of the job's current token when the job is no longer running,
 -- and a token newer than the job's claim.  A stale (older) token is left to
--- the fenced write, which raises FN001; a missing job likewise (FN003).
+-- the fenced write, which raises LF001; a missing job likewise (LF003).
 CREATE FUNCTION job_queue.lock_claim(id bigint, token bigint, action text)
 RETURNS void
 LANGUAGE plpgsql
@@ -189,7 +189,7 @@ END
 $$;
 
 -- heartbeat: extend the lease of a running job; returns the new deadline.
--- A worker whose claim was superseded gets FN001: it must stop working.
+-- A worker whose claim was superseded gets LF001: it must stop working.
 CREATE FUNCTION job_queue.heartbeat(id bigint, token bigint, lease interval)
 RETURNS timestamptz
 LANGUAGE plpgsql
@@ -218,9 +218,9 @@ BEGIN
 	PERFORM job_queue.lock_claim(heartbeat.id, heartbeat.token, 'heartbeat');
 
 	-- The fenced write: fence_advance in the SET list runs for the row
-	-- the UPDATE changes and raises FN001 if the token is older than the
+	-- the UPDATE changes and raises LF001 if the token is older than the
 	-- fence (allow_same: the claimant writes its own job again and again).
-	-- expect_rows raises FN003 when no row was changed: no such job.
+	-- expect_rows raises LF003 when no row was changed: no such job.
 	WITH w AS (
 		UPDATE job_queue.jobs AS j
 		   SET fence = fencing.fence_advance(j.fence, heartbeat.token, true),
@@ -237,7 +237,7 @@ END
 $$;
 
 -- complete: store the result of a running job; the job is done.
--- A worker whose claim was superseded gets FN001 and nothing changes:
+-- A worker whose claim was superseded gets LF001 and nothing changes:
 -- the newer worker's claim or result stands.
 CREATE FUNCTION job_queue.complete(id bigint, token bigint, result jsonb)
 RETURNS void
@@ -262,7 +262,7 @@ BEGIN
 	-- a job that is not running any more, then the fenced write.
 	PERFORM job_queue.lock_claim(complete.id, complete.token, 'completion');
 
-	-- the fenced write (see heartbeat): FN001 if stale, FN003 if missing
+	-- the fenced write (see heartbeat): LF001 if stale, LF003 if missing
 	WITH w AS (
 		UPDATE job_queue.jobs AS j
 		   SET fence = fencing.fence_advance(j.fence, complete.token, true),
@@ -294,7 +294,7 @@ BEGIN
 	-- lock the job; refuse a job that is not running any more
 	PERFORM job_queue.lock_claim(fail.id, fail.token, 'failure');
 
-	-- the fenced write (see heartbeat): FN001 if stale, FN003 if missing.
+	-- the fenced write (see heartbeat): LF001 if stale, LF003 if missing.
 	-- The fence keeps this token: it is the job's latest claim until the
 	-- next claim issues a newer one.
 	WITH w AS (

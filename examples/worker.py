@@ -4,7 +4,7 @@
 Claims one job from a queue, "works" on it for a while (a sleep), optionally
 sending heartbeats, and completes it with the fencing token of its claim.
 If the worker stalled long enough for its lease to run out and another
-worker reclaimed the job, the completion is refused (SQLSTATE FN001) and
+worker reclaimed the job, the completion is refused (SQLSTATE LF001) and
 the newer worker's result stands.  A refused worker stops: it must not
 retry, and must not repeat the job's side effects.
 
@@ -18,10 +18,10 @@ Exit codes:
     0  the job was completed
     1  unexpected error (connection lost, SQL error, ...)
     2  usage error
-    3  refused as stale (FN001): the claim was superseded by a newer one;
+    3  refused as stale (LF001): the claim was superseded by a newer one;
        the job belongs to another worker now
     4  no job to claim in the queue
-    5  the job is gone (FN003) or not running any more (55000), or the
+    5  the job is gone (LF003) or not running any more (55000), or the
        token does not belong to it (22023)
 
 Safe behind pgbouncer in transaction pooling mode: every call is a single
@@ -48,8 +48,8 @@ EXIT_NO_JOB = 4
 EXIT_GONE = 5
 
 # SQLSTATEs the recipe raises
-STALE_TOKEN = "FN001"  # fencing.fence_advance: the token is older than the fence
-JOB_MISSING = "FN003"  # fencing.expect_rows: no such job
+STALE_TOKEN = "LF001"  # fencing.fence_advance: the token is older than the fence
+JOB_MISSING = "LF003"  # fencing.expect_rows: no such job
 NOT_RUNNING = "55000"  # object_not_in_prerequisite_state: done, failed, dead
 NOT_ISSUED = "22023"  # invalid_parameter_value: token not issued for this job
 
@@ -59,7 +59,7 @@ def say(name, text):
 
 
 def newer_token(err):
-    """The token that superseded ours, from the FN001 detail
+    """The token that superseded ours, from the LF001 detail
     ("The row was already written with token N."), or None."""
     detail = getattr(err.diag, "message_detail", None) or ""
     m = re.search(r"token (\d+)", detail)

@@ -276,7 +276,7 @@ proctype worker(byte me)
 
 	/*
 	 * lease_acquire(name, holder = me, TTL), wait => 0.  An attempt that
-	 * returns NULL (held by another) or raises FN002 (band used up)
+	 * returns NULL (held by another) or raises LF002 (band used up)
 	 * changes nothing, so it is left out: the worker waits here instead,
 	 * which is a valid end state.
 	 */

@@ -12,7 +12,7 @@
 --
 -- The last part runs in a scratch database: advance_tokens to the top of
 -- the bigint range uses up the token space for good, which must then be
--- reported as FN002 by every call that needs a token.
+-- reported as LF002 by every call that needs a token.
 \i sql/include/case_harness.sql
 
 SELECT fencing.lease_acquire('bi_d', 'alice', '10 min') > 0 AS acquired;
@@ -145,7 +145,7 @@ RESET client_min_messages;
 \i sql/include/case_harness.sql
 SELECT fencing.lease_acquire('bi_d_top', 'alice', '10 min') AS t_top \gset
 -- (what a call that fails changes is not shown: it depends on where the
--- check is made; the answer must be FN002, every time)
+-- check is made; the answer must be LF002, every time)
 SELECT q, r.result FROM (VALUES
 	($$SELECT fencing.advance_tokens(9223372036854775805)$$),
 	($$SELECT fencing.next_token()$$),

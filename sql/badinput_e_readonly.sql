@@ -8,7 +8,7 @@
 -- waiting lease_acquire fails at once instead of waiting.  The predicates
 -- (fence_check, fence_allows, fence_advance, expect_rows), the views and
 -- fence_guard on a temporary table work; a stale write is still refused
--- (FN001) but not counted, since counting would need a write.
+-- (LF001) but not counted, since counting would need a write.
 -- (A hot standby is read-only too: t/050_standby_calls.pl.)
 \i sql/include/case_harness.sql
 

@@ -152,7 +152,7 @@ SELECT tgname, encode(tgargs, 'escape') AS tgargs FROM pg_trigger
  WHERE tgrelid = 'bi_g'::regclass AND NOT tgisinternal;
 DROP TRIGGER wrong ON bi_g;
 
--- the right trigger, for comparison: the stale write is refused (FN001)
+-- the right trigger, for comparison: the stale write is refused (LF001)
 CREATE TRIGGER guard BEFORE INSERT OR UPDATE OR DELETE ON bi_g
 	FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard('fence');
 SELECT q, r.* FROM (VALUES

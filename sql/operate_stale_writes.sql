@@ -89,7 +89,7 @@ SELECT stale_writes_refused - :s0 AS refused FROM fencing.stats;
 DO $$
 BEGIN
 	UPDATE op_sw_guarded SET fence = 1 WHERE id = 2;
-EXCEPTION WHEN SQLSTATE 'FN001' THEN
+EXCEPTION WHEN SQLSTATE 'LF001' THEN
 	NULL;
 END $$;
 SELECT stale_writes_refused - :s0 AS refused FROM fencing.stats;

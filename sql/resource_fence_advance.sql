@@ -1,9 +1,9 @@
 --
 -- The resource side, SET-list check and row count check:
 --   fencing.fence_advance(fence, token, allow_same DEFAULT false) returns the
---     token, or raises FN001 when fence > token, or fence = token and not
+--     token, or raises LF001 when fence > token, or fence = token and not
 --     allow_same.
---   fencing.expect_rows(affected, expected DEFAULT 1) raises FN003 when
+--   fencing.expect_rows(affected, expected DEFAULT 1) raises LF003 when
 --     affected < expected.
 --
 -- Error lines show message, DETAIL and HINT but no LOCATION; the SQLSTATE
@@ -19,7 +19,7 @@ SELECT fencing.fence_advance(NULL, 33) AS null_fence,
        fencing.fence_advance(NULL, 33, false) AS null_fence_not_same,
        fencing.fence_advance(9223372036854775806, 9223372036854775807) AS max_token;
 
--- equal fence without allow_same: FN001 (the hint names the repeated write)
+-- equal fence without allow_same: LF001 (the hint names the repeated write)
 SELECT fencing.fence_advance(33, 33);
 \echo :SQLSTATE
 SELECT fencing.fence_advance(33, 33, false);
@@ -29,7 +29,7 @@ SELECT fencing.fence_advance(33, 33, NULL);
 \echo :SQLSTATE
 SELECT fencing.fence_advance(NULL, 33, NULL);
 \echo :SQLSTATE
--- newer fence: FN001 even with allow_same (the hint names the takeover)
+-- newer fence: LF001 even with allow_same (the hint names the takeover)
 SELECT fencing.fence_advance(34, 33);
 \echo :SQLSTATE
 SELECT fencing.fence_advance(34, 33, true);
@@ -56,7 +56,7 @@ INSERT INTO resource_adv VALUES (1, 'one', NULL), (2, 'two', 33), (3, 'three', 4
 -- first write to a never-fenced row
 UPDATE resource_adv SET v = 'one by 33', fence = fencing.fence_advance(fence, 33)
  WHERE id = 1 RETURNING *;
--- the same token again: FN001, the row is unchanged
+-- the same token again: LF001, the row is unchanged
 UPDATE resource_adv SET v = 'one by 33 again', fence = fencing.fence_advance(fence, 33)
  WHERE id = 1 RETURNING *;
 \echo :SQLSTATE
@@ -64,7 +64,7 @@ SELECT * FROM resource_adv WHERE id = 1;
 -- ... unless allow_same
 UPDATE resource_adv SET v = 'one by 33 again', fence = fencing.fence_advance(fence, 33, true)
  WHERE id = 1 RETURNING *;
--- an older token: FN001, unchanged
+-- an older token: LF001, unchanged
 UPDATE resource_adv SET v = 'one by 32', fence = fencing.fence_advance(fence, 32)
  WHERE id = 1 RETURNING *;
 \echo :SQLSTATE
@@ -154,8 +154,8 @@ SELECT fencing.expect_rows(1, NULL);
 \echo :SQLSTATE
 
 -- The full pattern: fence_advance in the SET list, expect_rows over the
--- rows returned.  Success returns 1, a stale token raises FN001 and a
--- missing row raises FN003; the row is unchanged after each refusal.
+-- rows returned.  Success returns 1, a stale token raises LF001 and a
+-- missing row raises LF003; the row is unchanged after each refusal.
 SELECT * FROM resource_adv WHERE id = 1;
 WITH w AS (
     UPDATE resource_adv SET v = 'one by 41', fence = fencing.fence_advance(fence, 41)
@@ -188,7 +188,7 @@ WITH w AS (
      WHERE id IN (1, 99) RETURNING 1)
 SELECT fencing.expect_rows(count(*), 2) AS written FROM w;
 \echo :SQLSTATE
--- FN003 rolls back what the statement did write
+-- LF003 rolls back what the statement did write
 SELECT * FROM resource_adv ORDER BY id;
 
 -- INSERT ... ON CONFLICT DO UPDATE with fence_advance(t.fence, EXCLUDED.fence)
@@ -201,13 +201,13 @@ INSERT INTO resource_upsert AS t VALUES (1, 'a by 34', 34)
     ON CONFLICT (id) DO UPDATE
     SET v = EXCLUDED.v, fence = fencing.fence_advance(t.fence, EXCLUDED.fence)
     RETURNING *;
--- late write of an older token: FN001, unchanged
+-- late write of an older token: LF001, unchanged
 INSERT INTO resource_upsert AS t VALUES (1, 'a by 33 late', 33)
     ON CONFLICT (id) DO UPDATE
     SET v = EXCLUDED.v, fence = fencing.fence_advance(t.fence, EXCLUDED.fence)
     RETURNING *;
 \echo :SQLSTATE
--- the same token again: FN001 unless allow_same
+-- the same token again: LF001 unless allow_same
 INSERT INTO resource_upsert AS t VALUES (1, 'a by 34 again', 34)
     ON CONFLICT (id) DO UPDATE
     SET v = EXCLUDED.v, fence = fencing.fence_advance(t.fence, EXCLUDED.fence)

@@ -1,11 +1,11 @@
 --
 -- fencing.fence_guard('fence' [, 'allow_unfenced']): a BEFORE row trigger
 -- that makes a table refuse stale writes.
---   UPDATE setting the fence column: new NULL or new < old is FN001.
+--   UPDATE setting the fence column: new NULL or new < old is LF001.
 --   UPDATE not setting it: the token declared with SET LOCAL fencing.token
---     must be >= the fence and is stamped into it; no token is FN004 unless
+--     must be >= the fence and is stamped into it; no token is LF004 unless
 --     'allow_unfenced'.
---   DELETE: declared token >= fence; no token is FN004 unless 'allow_unfenced'.
+--   DELETE: declared token >= fence; no token is LF004 unless 'allow_unfenced'.
 --   INSERT: a NULL fence is stamped with the declared token.
 -- After every refused write the row is shown unchanged.
 \set VERBOSITY default
@@ -37,11 +37,11 @@ SELECT * FROM resource_guarded ORDER BY id;
 --
 -- UPDATE that sets the fence column
 --
--- to NULL: FN001, unchanged
+-- to NULL: LF001, unchanged
 UPDATE resource_guarded SET v = 'one nulled', fence = NULL WHERE id = 1 RETURNING *;
 \echo :SQLSTATE
 SELECT * FROM resource_guarded WHERE id = 1;
--- lower: FN001, unchanged
+-- lower: LF001, unchanged
 UPDATE resource_guarded SET v = 'one by 32', fence = 32 WHERE id = 1 RETURNING *;
 \echo :SQLSTATE
 SELECT * FROM resource_guarded WHERE id = 1;
@@ -76,7 +76,7 @@ SELECT * FROM resource_guarded WHERE id IN (1, 2) ORDER BY id;
 --
 -- UPDATE that does not set the fence column
 --
--- no declared token: FN004, unchanged
+-- no declared token: LF004, unchanged
 UPDATE resource_guarded SET v = 'one unfenced' WHERE id = 1 RETURNING *;
 \echo :SQLSTATE
 -- an empty fencing.token is no token
@@ -89,7 +89,7 @@ ROLLBACK;
 UPDATE resource_guarded SET v = 'six unfenced' WHERE id = 6 RETURNING *;
 \echo :SQLSTATE
 SELECT * FROM resource_guarded WHERE id IN (1, 6) ORDER BY id;
--- declared token lower than the fence: FN001, unchanged
+-- declared token lower than the fence: LF001, unchanged
 BEGIN;
 SET LOCAL fencing.token = '35';
 UPDATE resource_guarded SET v = 'one by 35' WHERE id = 1 RETURNING *;
@@ -138,10 +138,10 @@ COMMIT;
 -- DELETE
 --
 SELECT * FROM resource_guarded WHERE id IN (3, 4, 6) ORDER BY id;
--- no declared token: FN004, the row stays
+-- no declared token: LF004, the row stays
 DELETE FROM resource_guarded WHERE id = 4 RETURNING *;
 \echo :SQLSTATE
--- declared token lower than the fence (35): FN001, the row stays
+-- declared token lower than the fence (35): LF001, the row stays
 BEGIN;
 SET LOCAL fencing.token = '34';
 DELETE FROM resource_guarded WHERE id = 4 RETURNING *;

@@ -38,7 +38,7 @@ fencing_fence_allows(PG_FUNCTION_ARGS)
 
 /*
  * fence_advance(fence, token, allow_same) returns the token to store as the
- * row's new fence, or raises FN001 when the token is older than the fence
+ * row's new fence, or raises LF001 when the token is older than the fence
  * (or equal to it, unless allow_same).
  */
 Datum
@@ -61,7 +61,7 @@ fencing_fence_advance(PG_FUNCTION_ARGS)
 }
 
 /*
- * expect_rows(affected, expected) raises FN003 when a fenced write touched
+ * expect_rows(affected, expected) raises LF003 when a fenced write touched
  * fewer rows than it aimed at: with fence_advance in the SET list a stale
  * token has already raised, so fewer rows means the rows do not exist.
  */

@@ -20,13 +20,15 @@
 #endif
 
 /*
- * SQLSTATEs of our own, class "FN" (fencing).  Standard codes are used
- * wherever one fits; these cover conditions only this extension has.
+ * SQLSTATEs of our own, class "LF" (lease and fence): an implementation-
+ * defined class, outside those the SQL standard reserves for itself (0-4,
+ * A-H).  Standard codes are used wherever one fits; these cover
+ * conditions only this extension has.
  */
-#define ERRCODE_FENCING_STALE_TOKEN			MAKE_SQLSTATE('F','N','0','0','1')
-#define ERRCODE_FENCING_TOKEN_EXHAUSTED		MAKE_SQLSTATE('F','N','0','0','2')
-#define ERRCODE_FENCING_ROW_NOT_FOUND		MAKE_SQLSTATE('F','N','0','0','3')
-#define ERRCODE_FENCING_MISSING_TOKEN		MAKE_SQLSTATE('F','N','0','0','4')
+#define ERRCODE_FENCING_STALE_TOKEN			MAKE_SQLSTATE('L','F','0','0','1')
+#define ERRCODE_FENCING_TOKEN_EXHAUSTED		MAKE_SQLSTATE('L','F','0','0','2')
+#define ERRCODE_FENCING_ROW_NOT_FOUND		MAKE_SQLSTATE('L','F','0','0','3')
+#define ERRCODE_FENCING_MISSING_TOKEN		MAKE_SQLSTATE('L','F','0','0','4')
 
 /* documented limit on lease names and holders */
 #define FENCING_MAX_NAME_BYTES	256

@@ -54,8 +54,8 @@
 #   - per id, audit tokens never decrease in seq order, and res holds the
 #     last audit row; no late (stale) write is in audit at all;
 #   - a fresh fenced write after the restart is accepted and a write with
-#     the largest token acknowledged before the crash is refused (FN001);
-#   - the clients saw no error but FN001, and stale writes were refused.
+#     the largest token acknowledged before the crash is refused (LF001);
+#   - the clients saw no error but LF001, and stale writes were refused.
 use strict;
 use warnings;
 
@@ -321,8 +321,8 @@ sub check_after_restart
 	my ($ret, $out, $err) = $node->psql('postgres',
 		"\\set VERBOSITY sqlstate\nUPDATE res SET val = 'checker.c$cycle.stale', fence = fencing.fence_advance(fence, $max_before, true) WHERE id = $id RETURNING id"
 	);
-	ok($ret != 0 && $out eq '' && $err =~ /ERROR:\s+FN001/,
-		"$what: a write to row $id with pre-crash token $max_before is refused with FN001"
+	ok($ret != 0 && $out eq '' && $err =~ /ERROR:\s+LF001/,
+		"$what: a write to row $id with pre-crash token $max_before is refused with LF001"
 	) or diag("ret $ret, out '$out', err '$err'");
 
 	# the resource: audit order, res = last audit row, acknowledged writes
@@ -481,7 +481,7 @@ SELECT (SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'fenci
 		for my $e (@$err)
 		{
 			next unless $e =~ /\bERROR:\s+(\S+)/;
-			if ($1 eq 'FN001') { $cycle_refused++ }
+			if ($1 eq 'LF001') { $cycle_refused++ }
 			else               { push @errors, "$c->{name}: $e" }
 		}
 	}
@@ -493,8 +493,8 @@ SELECT (SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'fenci
 		"$what: every client had results acknowledged ("
 		  . join(', ', map { "$_ " . ($acked{$_} // 0) } qw(w1 w2 l1 l2)) . ')');
 	is_deeply(\@unordered, [], "$what: each client's tokens are strictly increasing");
-	is_deeply(\@errors, [], "$what: the clients saw no error but FN001");
-	cmp_ok($cycle_refused, '>', 0, "$what: $cycle_refused stale writes refused with FN001");
+	is_deeply(\@errors, [], "$what: the clients saw no error but LF001");
+	cmp_ok($cycle_refused, '>', 0, "$what: $cycle_refused stale writes refused with LF001");
 	is($cycle_late, 0, "$what: no late write was acknowledged");
 
 	if ($kill)

@@ -6,7 +6,7 @@
 # Worker A claims a job and is frozen with SIGSTOP, the way a long GC pause,
 # a swapped-out VM or a stopped container freezes a worker.  Its lease runs
 # out; worker B reclaims the job with a newer token and completes it.  A is
-# resumed with SIGCONT, tries to complete, is refused (FN001) and exits 3;
+# resumed with SIGCONT, tries to complete, is refused (LF001) and exits 3;
 # the job keeps B's result and B's token.  A second round shows heartbeats
 # keeping a claim alive, and a refused heartbeat stopping a resumed worker.
 #

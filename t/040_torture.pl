@@ -11,7 +11,7 @@
 # Every attempt and outcome is recorded; torture/check.py then checks the
 # histories against the audit log that an AFTER UPDATE trigger kept, the
 # resource rows and fencing.leases.  The short run must pass with a
-# non-trivial history: stale writes refused (FN001) and pauses longer than
+# non-trivial history: stale writes refused (LF001) and pauses longer than
 # the TTL.  The negative control writes without any fence (no trigger, no
 # fence_advance); the checker must catch the stale writes it accepts.
 #
@@ -99,7 +99,7 @@ cmp_ok($s->{counts}{acquire}{refused} // 0,
 cmp_ok($s->{counts}{write}{accepted} // 0,
 	'>=', 100, "fenced writes accepted: $s->{counts}{write}{accepted}");
 cmp_ok($s->{counts}{write}{stale} // 0,
-	'>=', 1, "stale writes refused with FN001: $s->{counts}{write}{stale}");
+	'>=', 1, "stale writes refused with LF001: $s->{counts}{write}{stale}");
 cmp_ok($s->{pauses_over_ttl} // 0,
 	'>=', 1, "SIGSTOP pauses longer than the TTL: $s->{pauses_over_ttl}");
 is($s->{crashes}, 1, 'one server crash (immediate stop) and restart');

@@ -174,10 +174,10 @@ is( $standby->safe_psql(
 	't|f|t|2|2|1',
 	'standby: fence_check, fence_allows, fence_advance and expect_rows work');
 ($state, $msg) = on_standby('SELECT fencing.fence_advance(10, 5)');
-is("$state $msg", 'FN001 fencing token 5 is stale',
-	'standby: a stale fence_advance is refused (FN001), not masked by the counter');
+is("$state $msg", 'LF001 fencing token 5 is stale',
+	'standby: a stale fence_advance is refused (LF001), not masked by the counter');
 ($state, $msg) = on_standby('SELECT fencing.expect_rows(0)');
-is("$state $msg", 'FN003 fenced write changed 0 of 1 rows',
+is("$state $msg", 'LF003 fenced write changed 0 of 1 rows',
 	'standby: expect_rows reports missing rows');
 is( $standby->safe_psql(
 		'postgres',

@@ -228,7 +228,7 @@ is( $c{a}->query(
 my ($out, $err) = $c{a}->query(
 	"UPDATE appdata.story SET state = 'written by A', "
 	  . "fence = fencing.fence_advance(fence, $t_a) WHERE id = 1");
-is(sqlstate($err), 'FN001', "A's fenced write (fence_advance) is refused with FN001");
+is(sqlstate($err), 'LF001', "A's fenced write (fence_advance) is refused with LF001");
 like($err, qr/fencing token $t_a is stale/, '... naming its stale token');
 is($node->safe_psql('postgres', 'SELECT state, fence FROM appdata.story WHERE id = 1'),
 	"written by B|$t_b", "the row keeps B's write");
@@ -352,8 +352,8 @@ my @renew = grep { $_->{kind} eq 'renew' } @log;
 is(scalar(@writes), $workers * $rounds * $nrows, 'every worker made every write');
 ok((grep { $_->{accepted} } @writes), 'some writes were accepted ...');
 ok((grep { !$_->{accepted} } @writes), '... and some refused, as newer tokens got there first');
-ok(!(grep { $_->{accepted} || $_->{sqlstate} ne 'FN001' } @stale),
-	scalar(@stale) . ' writes with an older token: all refused with FN001');
+ok(!(grep { $_->{accepted} || $_->{sqlstate} ne 'LF001' } @stale),
+	scalar(@stale) . ' writes with an older token: all refused with LF001');
 ok(!(grep { $_->{accepted} } @again),
 	scalar(@again) . ' repeated writes with the same token: all refused (0 rows)');
 ok(!(grep { !$_->{ok} } @renew), 'every worker kept its lease through its rounds');
@@ -413,7 +413,7 @@ is( $c{a}->query(
 ($out, $err) = $c{b}->query(
 	"BEGIN; SELECT set_config('fencing.token', '" . ($t_g - 1) . "', true); "
 	  . "UPDATE appdata.guarded SET state = 'stale' WHERE id = 1; ROLLBACK;");
-is(sqlstate($err), 'FN001', 'an older declared token is refused (FN001)');
+is(sqlstate($err), 'LF001', 'an older declared token is refused (LF001)');
 is(on_backend('c', $p1, 'SHOW fencing.token'),
 	'', 'no declared token is left on backend 1 ...');
 is(on_backend('c', $p2, 'SHOW fencing.token'), '', '... nor on backend 2');
@@ -428,8 +428,8 @@ is($out, $t_s,
 );
 ($out, $err) = on_backend('d', $p2,
 	"UPDATE appdata.guarded SET state = 'by d' WHERE id = 1 RETURNING fence");
-is(sqlstate($err), 'FN004',
-	"client d's own next transaction, on backend 2, has no token: FN004");
+is(sqlstate($err), 'LF004',
+	"client d's own next transaction, on backend 2, has no token: LF004");
 like($err, qr/carries no fencing token/, '... "carries no fencing token"');
 on_backend('d', $p1, 'RESET fencing.token');
 is(on_backend('c', $p1, 'SHOW fencing.token'), '', 'the plain SET is undone');

@@ -237,10 +237,10 @@ SKIP:
 	});
 	my ($rc, $o2, $e2) = $node->psql('postgres', qq{\\set VERBOSITY verbose
 		UPDATE docs SET body = 'late A', fence = fencing.fence_advance(fence, $ta) WHERE id = 1});
-	like($e2, qr/FN001: fencing token $ta is stale/, "A's late write is refused with FN001");
+	like($e2, qr/LF001: fencing token $ta is stale/, "A's late write is refused with LF001");
 	($rc, $o2, $e2) = $node->psql('postgres', qq{\\set VERBOSITY verbose
 		BEGIN; SET LOCAL fencing.token = '$ta'; UPDATE notes SET body = 'late A' WHERE id = 1; COMMIT;});
-	like($e2, qr/FN001: fencing token $ta is stale/, 'and so is its write through fence_guard');
+	like($e2, qr/LF001: fencing token $ta is stale/, 'and so is its write through fence_guard');
 	is($node->safe_psql('postgres',
 			"SELECT d.body || '/' || d.fence || ' ' || n.body || '/' || n.fence FROM docs d, notes n"),
 		"by B/$tb by B/$tb", "B's writes stand");

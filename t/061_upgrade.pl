@@ -128,10 +128,10 @@ $node->safe_psql($last_db, qq{
 });
 my ($rc, $out, $err) = $node->psql($last_db, qq{\\set VERBOSITY verbose
 	UPDATE docs SET body = 'late A', fence = fencing.fence_advance(fence, $ta) WHERE id = 1});
-like($err, qr/FN001: fencing token $ta is stale/, "A's stale write is refused (fence_advance)");
+like($err, qr/LF001: fencing token $ta is stale/, "A's stale write is refused (fence_advance)");
 ($rc, $out, $err) = $node->psql($last_db, qq{\\set VERBOSITY verbose
 	BEGIN; SET LOCAL fencing.token = '$ta'; DELETE FROM notes WHERE id = 1; COMMIT;});
-like($err, qr/FN001: fencing token $ta is stale/, "A's stale delete is refused (fence_guard)");
+like($err, qr/LF001: fencing token $ta is stale/, "A's stale delete is refused (fence_guard)");
 is($node->safe_psql($last_db, "SELECT fencing.lease_renew('smoke', $ta, '1 hour')"),
 	'f', "A's renew fails");
 is($node->safe_psql($last_db,

@@ -11,7 +11,7 @@
 #
 # 1. A acquires on "locks" and pauses past its TTL; B acquires (waiting for
 #    A's lease to run out) and writes to "data" with its token; A wakes and
-#    writes to "data" with its stale token: refused, FN001, on both tables.
+#    writes to "data" with its stale token: refused, LF001, on both tables.
 # 2. "locks" fails over: an asynchronous standby that missed the tail of
 #    its WAL is promoted (as in t/002_promotion.pl, briefly).  C took the
 #    lease on the old primary in that tail and wrote to "data"; D takes the
@@ -110,14 +110,14 @@ is(write_advance('B', $tb), '', 'B bumps the counter on data');
 is(write_advance('B', $tb), '', 'B writes again with the same token (allow_same)');
 
 # A wakes up and writes, not knowing it lost the lease
-like(write_guarded('A', $ta), qr/ERROR:  FN001: fencing token $ta is stale/,
-	"A's late write to the guarded table is refused: FN001");
-like(write_advance('A', $ta), qr/ERROR:  FN001: fencing token $ta is stale/,
-	"A's late counter update is refused: FN001");
+like(write_guarded('A', $ta), qr/ERROR:  LF001: fencing token $ta is stale/,
+	"A's late write to the guarded table is refused: LF001");
+like(write_advance('A', $ta), qr/ERROR:  LF001: fencing token $ta is stale/,
+	"A's late counter update is refused: LF001");
 my ($rc, $out, $err) = $data->psql('postgres', q{\set VERBOSITY verbose
 	UPDATE files SET content = 'no token' WHERE path = '/report'});
-like($err, qr/FN004: UPDATE on fenced table "files" carries no fencing token/,
-	'a write without a token is refused too: FN004');
+like($err, qr/LF004: UPDATE on fenced table "files" carries no fencing token/,
+	'a write without a token is refused too: LF004');
 is(resource_state(), "written by B (fence $tb); counter 3 by B (fence $tb)",
 	"data holds B's writes only");
 is($data->safe_psql('postgres', 'SELECT stale_writes_refused FROM fencing.stats'),
@@ -171,9 +171,9 @@ cmp_ok($td, '>', $tc, "D acquired on the promoted standby: token $td > C's $tc")
 cmp_ok($td, '>=', 2**44, "D's token is from the new timeline's band");
 is(write_guarded('D', $td), '', "D's write to the guarded table on data is accepted");
 is(write_advance('D', $td), '', "D's counter update is accepted");
-like(write_guarded('C', $tc), qr/FN001: fencing token $tc is stale/,
+like(write_guarded('C', $tc), qr/LF001: fencing token $tc is stale/,
 	"C's next write (old primary's token) is refused");
-like(write_advance('C', $tc), qr/FN001: fencing token $tc is stale/,
+like(write_advance('C', $tc), qr/LF001: fencing token $tc is stale/,
 	"and so is its counter update");
 
 # split brain: the old primary comes back alone and keeps issuing tokens
@@ -182,7 +182,7 @@ my $split = acquire($locks, 'C', '1 hour');
 like($split, qr/^\d+$/,
 	"C, still on the old primary, re-acquires its lease there: token $split");
 cmp_ok($split, '<', $td, "the old primary's tokens ($split) stay below D's ($td)");
-like(write_guarded('C', $split), qr/FN001: fencing token $split is stale/,
+like(write_guarded('C', $split), qr/LF001: fencing token $split is stale/,
 	"data refuses the old primary's new token");
 is(resource_state(), "written by D (fence $td); counter 5 by D (fence $td)",
 	"data holds D's writes");

@@ -5,7 +5,7 @@
 # Each example plays the fencing story with two sessions: A takes a lease
 # for one second and writes, B waits for A's lease to run out, takes it
 # over and writes with its newer token, A writes late with its old token
-# and is refused (FN001), and B's write stands.
+# and is refused (LF001), and B's write stands.
 #   - Python, psycopg2: examples/python/lease_demo.py (fence_advance)
 #   - Node.js, pg from npm: examples/node/demo.js after
 #     npm ci --prefix examples/node (fence_guard and fencing.token)
@@ -68,8 +68,8 @@ sub check_story
 	$tb //= 'none';
 	like($out, qr/^\[B\] wrote row 1 with token $tb$/m, "$lang: B's write went through");
 	like($out,
-		qr/^\[A\] write REFUSED: FN001 fencing token $ta is stale \(The row (of "\Q$table\E" )?was already written with token $tb\.\)$/m,
-		"$lang: A's late write with token $ta is refused with FN001");
+		qr/^\[A\] write REFUSED: LF001 fencing token $ta is stale \(The row (of "\Q$table\E" )?was already written with token $tb\.\)$/m,
+		"$lang: A's late write with token $ta is refused with LF001");
 	like($out, qr/^\[A\] renew with token $ta: lost the lease; stopping$/m,
 		"$lang: A learns it lost the lease");
 	like($out, qr/^\[result\] row 1 = 'written by B', fence $tb$/m, "$lang: B's write stands");

@@ -19,7 +19,7 @@ Safety (any violation: exit 1)
                the row lock, so seq order is the commit order of the row)
   phantom      every audit row is a write some worker invoked, with the
                same resource and token, at most once, and not one that
-               was refused (FN001) or failed
+               was refused (LF001) or failed
   final-row    the resource row is the last audit row for it
   lost-write   every acknowledged write is in the audit log; with the
                writer's synchronous_commit = off, a write acknowledged
@@ -41,7 +41,7 @@ Safety (any violation: exit 1)
                holder's lease could have ended (TTL from the invoke of its
                acquire or last acknowledged renew; 10 ms slack)
 Liveness (reported, never an exit 1)
-  false-refusal  FN001 whose reported fence is not above the token, or is
+  false-refusal  LF001 whose reported fence is not above the token, or is
                no token written to that resource before the refusal
   refused-free   lease_acquire returned NULL although every other holder's
                lease had surely ended (released or past its TTL)
@@ -298,7 +298,7 @@ class Checker:
             writes_by_res_tok[(op.resource, op.token)].append(op)
         kinds = defaultdict(int)
         for op in self.by_op('write'):
-            if op.outcome != 'fail' or op.code != 'FN001':
+            if op.outcome != 'fail' or op.code != 'LF001':
                 continue
             f = op.fence
             if f is None or f <= op.token:
@@ -546,7 +546,7 @@ class Checker:
         wr = self.by_op('write')
         c['write']['accepted'] = sum(1 for o in wr if o.outcome == 'ok')
         c['write']['stale'] = sum(1 for o in wr if o.outcome == 'fail'
-                                  and o.code == 'FN001')
+                                  and o.code == 'LF001')
         c['write']['committed_per_log'] = len(self.logged)
         for kind in ('renew', 'release'):
             ops = self.by_op(kind)
@@ -593,7 +593,7 @@ class Checker:
         rk = ', '.join(f'{v} {k.replace("_", " ")}'
                        for k, v in sorted(self.refusal_kinds.items()))
         P(f'  write: {w["invoked"]}: {w["accepted"]} accepted, {w["stale"]} '
-          f'refused stale (FN001{": " + rk if rk else ""}), '
+          f'refused stale (LF001{": " + rk if rk else ""}), '
           f'{w["fail"] - w["stale"]} other errors, {w["unknown"]} unknown; '
           f'{w["committed_per_log"]} in the audit log')
         for k in ('renew', 'release'):
@@ -620,7 +620,7 @@ class Checker:
         P(f'  lease exclusivity: {self.info["exclusive_pairs_checked"]} '
           'takeovers checked')
         swr = self.final.get('stale_writes_refused')
-        P(f'  fencing.stats stale_writes_refused: {swr} (FN001 seen by the '
+        P(f'  fencing.stats stale_writes_refused: {swr} (LF001 seen by the '
           f'workers: {w["stale"]}'
           + (f'; a sequence skips up to 32 values per crash'
              if self.crashes and swr != w['stale'] else '') + ')')

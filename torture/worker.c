@@ -14,7 +14,7 @@
  * Outcomes:
  *   "ok"    the server answered with success (for a write: committed)
  *   "fail"  the server answered ERROR and the connection is fine: the
- *           transaction did not commit.  FN001 carries the row's fence
+ *           transaction did not commit.  LF001 carries the row's fence
  *           parsed from the error detail.
  *   "info"  anything else (connection lost, FATAL, crash shutdown): the
  *           request may or may not have taken effect.
@@ -436,7 +436,7 @@ do_bool(const char *op, const char *lease, int64_t token, int ttl)
 	return v;
 }
 
-/* the fence value in FN001's detail: "... already written with token N." */
+/* the fence value in LF001's detail: "... already written with token N." */
 static long long
 stale_fence(PGresult *res)
 {
@@ -480,9 +480,9 @@ do_write(int resource, int64_t token)
 		 id, resource, token, path);
 	run(strcmp(path, "advance") == 0 ? "write_advance" : "write_plain", 4,
 		params, &r);
-	if (r.outcome == OUT_FAIL && strcmp(r.sqlstate, "FN001") == 0)
+	if (r.outcome == OUT_FAIL && strcmp(r.sqlstate, "LF001") == 0)
 	{
-		hist("fail", ",\"op\":\"write\",\"id\":\"%s\",\"code\":\"FN001\",\"fence\":%lld",
+		hist("fail", ",\"op\":\"write\",\"id\":\"%s\",\"code\":\"LF001\",\"fence\":%lld",
 			 id, stale_fence(r.res));
 		PQclear(r.res);
 		return 0;

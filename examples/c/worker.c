@@ -8,11 +8,11 @@
  * table demo_c with its token.  A "pauses" (a GC pause, a frozen VM) while
  * worker B asks for the lease, waiting until A's lease runs out, and writes
  * row 1 with its newer token.  A wakes up and writes again with its old
- * token: the write is refused with SQLSTATE FN001, and B's write stands.
+ * token: the write is refused with SQLSTATE LF001, and B's write stands.
  *
  * The write puts fencing.fence_advance(fence, token) in the SET list, so a
- * stale token is an error (FN001), never a silent "0 rows", and
- * fencing.expect_rows raises FN003 if the row does not exist.  A worker
+ * stale token is an error (LF001), never a silent "0 rows", and
+ * fencing.expect_rows raises LF003 if the row does not exist.  A worker
  * tells a refusal from other errors by the SQLSTATE (PG_DIAG_SQLSTATE).
  *
  * Connects with the conninfo given as the only argument, else with libpq's
@@ -35,7 +35,7 @@
 #define pg_attribute_printf(f, a)
 #endif
 
-#define STALE_TOKEN "FN001"		/* fence_advance: older than the row's fence */
+#define STALE_TOKEN "LF001"		/* fence_advance: older than the row's fence */
 
 typedef struct Worker
 {

@@ -9,7 +9,7 @@
 // the table demo_node with its token.  A "pauses" (a GC pause, a frozen VM)
 // while worker B asks for the lease, waiting until A's lease runs out, and
 // writes row 1 with its newer token.  A wakes up and writes again with its
-// old token: the write is refused with SQLSTATE FN001, and B's write stands.
+// old token: the write is refused with SQLSTATE LF001, and B's write stands.
 //
 // The table is guarded by the fencing.fence_guard trigger: each writer
 // declares its token for the transaction (SET LOCAL fencing.token, here
@@ -27,7 +27,7 @@ const { Client } = require('pg');
 
 const LEASE = 'demo-node';
 const TABLE = 'demo_node';
-const STALE_TOKEN = 'FN001'; // fence_guard: the token is older than the row's fence
+const STALE_TOKEN = 'LF001'; // fence_guard: the token is older than the row's fence
 
 function say(who, text) {
   console.log(`[${who}] ${text}`);
@@ -50,7 +50,7 @@ async function acquire(client, holder, ttlSeconds, waitSeconds = 0) {
 }
 
 // Write row 1 in a transaction that declares the token; rejects with
-// err.code === 'FN001' if a newer token has written the row.
+// err.code === 'LF001' if a newer token has written the row.
 async function guardedWrite(client, body, token) {
   await client.query('BEGIN');
   try {

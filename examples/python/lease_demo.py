@@ -7,11 +7,11 @@ Worker A takes the lease "demo-python" for one second and writes row 1 of
 the table demo_python with its token.  Then A "pauses" (a GC pause, a frozen
 VM) while worker B asks for the lease, waiting until A's lease runs out, and
 writes row 1 with its newer token.  A wakes up and writes again with its old
-token: the write is refused with SQLSTATE FN001, and B's write stands.
+token: the write is refused with SQLSTATE LF001, and B's write stands.
 
 The write puts fencing.fence_advance(fence, token) in the SET list: it
-raises FN001 for a stale token, so the refusal is an error, never a silent
-"0 rows"; fencing.expect_rows raises FN003 if the row does not exist.
+raises LF001 for a stale token, so the refusal is an error, never a silent
+"0 rows"; fencing.expect_rows raises LF003 if the row does not exist.
 
 Connects with the DSN given as the only argument, else with libpq's
 environment (PGHOST, PGPORT, PGDATABASE, PGUSER, ...).  The database needs
@@ -26,7 +26,7 @@ import psycopg2
 
 LEASE = "demo-python"
 TABLE = "demo_python"
-STALE_TOKEN = "FN001"  # fencing.fence_advance: the token is older than the row's fence
+STALE_TOKEN = "LF001"  # fencing.fence_advance: the token is older than the row's fence
 
 
 def say(who, text):
@@ -54,7 +54,7 @@ def acquire(conn, holder, ttl_s, wait_s=0):
 
 
 def fenced_write(conn, body, token):
-    """Write row 1 with this token; raises psycopg2.Error with pgcode FN001
+    """Write row 1 with this token; raises psycopg2.Error with pgcode LF001
     if a newer token has written the row."""
     return one(conn,
                f"WITH w AS (UPDATE {TABLE}"
