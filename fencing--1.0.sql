@@ -172,6 +172,28 @@ AS 'MODULE_PATHNAME', 'fencing_fence_guard';
 COMMENT ON FUNCTION fencing.fence_guard() IS
 	'Row trigger: refuse writes older than the row''s fence column (argument)';
 
+-- Job queues: claim_stamp writes a fresh token into the row the queue's
+-- own claim statement claims (the trigger's WHEN clause names the claim);
+-- claim_guard refuses a completion, failure or retry whose token is not
+-- the row's stamp (LF001 older, LF010 newer, LF011 no stamp, LF012 the
+-- write moves the stamp, LF004 no token).  Token places are a bigint
+-- column 'col' or a jsonb key 'col->key'.
+CREATE FUNCTION fencing.claim_stamp()
+RETURNS trigger
+LANGUAGE C
+AS 'MODULE_PATHNAME', 'fencing_claim_stamp';
+
+COMMENT ON FUNCTION fencing.claim_stamp() IS
+	'Row trigger: write a fresh fencing token at the place named by its argument, on the claim its WHEN clause names';
+
+CREATE FUNCTION fencing.claim_guard()
+RETURNS trigger
+LANGUAGE C
+AS 'MODULE_PATHNAME', 'fencing_claim_guard';
+
+COMMENT ON FUNCTION fencing.claim_guard() IS
+	'Row trigger: refuse a completion whose token (a place of the new row, or fencing.token) is not the row''s claim stamp';
+
 CREATE FUNCTION fencing.lease_force_release(name text)
 RETURNS boolean
 LANGUAGE C VOLATILE PARALLEL UNSAFE

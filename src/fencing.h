@@ -29,6 +29,10 @@
 #define ERRCODE_FENCING_TOKEN_EXHAUSTED		MAKE_SQLSTATE('L','F','0','0','2')
 #define ERRCODE_FENCING_ROW_NOT_FOUND		MAKE_SQLSTATE('L','F','0','0','3')
 #define ERRCODE_FENCING_MISSING_TOKEN		MAKE_SQLSTATE('L','F','0','0','4')
+/* job queues (claim.c) */
+#define ERRCODE_FENCING_CLAIM_MISMATCH		MAKE_SQLSTATE('L','F','0','1','0')
+#define ERRCODE_FENCING_NOT_CLAIMED			MAKE_SQLSTATE('L','F','0','1','1')
+#define ERRCODE_FENCING_STAMP_CHANGED		MAKE_SQLSTATE('L','F','0','1','2')
 
 /* documented limit on lease names and holders */
 #define FENCING_MAX_NAME_BYTES	256

@@ -1,0 +1,169 @@
+--
+-- fencing.claim_stamp and fencing.claim_guard: a token bound to each claim
+-- by the queue's own claim statement, and completions refused unless they
+-- bring that token.  Tokens are shown relative to the first one this file
+-- takes (T0), since earlier files spend tokens too.
+--
+\set VERBOSITY terse
+\set SHOW_CONTEXT never
+CREATE TEMP TABLE base AS SELECT fencing.next_token() AS t0,
+    (SELECT stale_writes_refused FROM fencing.stats) AS refused;
+-- run a statement, report "ok: <rows|value>" or "SQLSTATE: message [detail]"
+-- with every token written as T<n>
+CREATE FUNCTION pg_temp.rel(s text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	b bigint := (SELECT t0 FROM pg_temp.base);
+	m text[];
+	out text := '';
+	rest text := s;
+BEGIN
+	LOOP
+		m := regexp_match(rest, '^(.*?)(\d{1,19})(.*)$');
+		EXIT WHEN m IS NULL;
+		out := out || m[1] || CASE WHEN m[2]::numeric >= b AND m[2]::numeric < b + 1000
+			THEN 'T' || (m[2]::numeric - b) ELSE m[2] END;
+		rest := m[3];
+	END LOOP;
+	RETURN out || rest;
+END $$;
+CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	r text;
+	n bigint;
+	detail text;
+BEGIN
+	IF q ~* '^\s*(SELECT|WITH)\M' OR q ~* '\mRETURNING\M' THEN
+		EXECUTE q INTO r;
+		RETURN pg_temp.rel('ok: ' || coalesce(r, 'NULL'));
+	END IF;
+	EXECUTE q;
+	GET DIAGNOSTICS n = ROW_COUNT;
+	RETURN 'ok: ' || n || ' rows';
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
+	RETURN pg_temp.rel(SQLSTATE || ': ' || SQLERRM || coalesce(' [' || nullif(detail, '') || ']', ''));
+END $$;
+
+-- A queue in the shape most of them share: a state, an attempt counter,
+-- and a bigint column for the stamp.
+CREATE TABLE q_jobs (id int PRIMARY KEY, state text NOT NULL DEFAULT 'available',
+                     attempt int NOT NULL DEFAULT 0, fencing_token bigint,
+                     result text);
+CREATE TRIGGER fencing_claim BEFORE UPDATE ON q_jobs FOR EACH ROW
+    WHEN (NEW.attempt > OLD.attempt)
+    EXECUTE FUNCTION fencing.claim_stamp('fencing_token');
+CREATE TRIGGER fencing_guard BEFORE UPDATE ON q_jobs FOR EACH ROW
+    WHEN (NEW.state IN ('completed', 'retryable', 'discarded') AND NEW.attempt = OLD.attempt)
+    EXECUTE FUNCTION fencing.claim_guard('fencing_token');
+INSERT INTO q_jobs (id) VALUES (1), (2);
+
+-- claim: the row gets a fresh token, returned by the claim itself
+SELECT pg_temp.try($$UPDATE q_jobs SET state = 'running', attempt = attempt + 1 WHERE id = 1 RETURNING fencing_token$$) AS claim_a;
+-- the claim cannot choose its token: what it writes is overwritten
+SELECT pg_temp.try($$UPDATE q_jobs SET state = 'running', attempt = attempt + 1, fencing_token = 9000000000000000000 WHERE id = 2 RETURNING fencing_token$$) AS claim_chooses;
+-- rescue (back to available, no new attempt: no stamp, no guard) and re-claim
+SELECT pg_temp.try($$UPDATE q_jobs SET state = 'available' WHERE id = 1 RETURNING fencing_token$$) AS rescue;
+SELECT pg_temp.try($$UPDATE q_jobs SET state = 'running', attempt = attempt + 1 WHERE id = 1 RETURNING fencing_token$$) AS claim_b;
+
+-- the first delivery (T1) completes: stale, LF001, both tokens in the message
+BEGIN;
+SELECT set_config('fencing.token', (SELECT t0 + 1 FROM pg_temp.base)::text, true) IS NOT NULL AS declared;
+SELECT pg_temp.try($$UPDATE q_jobs SET state = 'completed', result = 'by A' WHERE id = 1$$) AS stale_complete;
+SELECT pg_temp.try($$UPDATE q_jobs SET state = 'retryable', result = 'A failed' WHERE id = 1$$) AS stale_fail;
+COMMIT;
+-- no token at all: LF004
+SELECT pg_temp.try($$UPDATE q_jobs SET state = 'completed', result = 'by nobody' WHERE id = 1$$) AS no_token;
+-- a token newer than the claim's (any role can take one): LF010
+BEGIN;
+SELECT set_config('fencing.token', fencing.next_token()::text, true) IS NOT NULL AS declared;
+SELECT pg_temp.try($$UPDATE q_jobs SET state = 'completed', result = 'by a forger' WHERE id = 1$$) AS newer_token;
+COMMIT;
+-- the live delivery (T3) completes: accepted
+BEGIN;
+SELECT set_config('fencing.token', (SELECT fencing_token FROM q_jobs WHERE id = 1)::text, true) IS NOT NULL AS declared;
+SELECT pg_temp.try($$UPDATE q_jobs SET state = 'completed', result = 'by B' WHERE id = 1$$) AS live_complete;
+COMMIT;
+SELECT id, state, attempt, pg_temp.rel(fencing_token::text) AS stamp, result FROM q_jobs ORDER BY id;
+
+-- a completion that moves the stamp: LF012
+BEGIN;
+SELECT set_config('fencing.token', (SELECT fencing_token FROM q_jobs WHERE id = 2)::text, true) IS NOT NULL AS declared;
+SELECT pg_temp.try($$UPDATE q_jobs SET state = 'completed', fencing_token = fencing_token - 1 WHERE id = 2$$) AS rewind;
+SELECT pg_temp.try($$UPDATE q_jobs SET state = 'completed', fencing_token = NULL WHERE id = 2$$) AS erase;
+COMMIT;
+-- a row never claimed with a stamp (claimed before the trigger existed): LF011
+INSERT INTO q_jobs (id, state, attempt) VALUES (3, 'running', 1);
+BEGIN;
+SET LOCAL fencing.token = '5';
+SELECT pg_temp.try($$UPDATE q_jobs SET state = 'completed' WHERE id = 3$$) AS unstamped;
+COMMIT;
+-- writes the guard's WHEN does not name pass untouched
+SELECT pg_temp.try($$UPDATE q_jobs SET result = 'note' WHERE id = 3$$) AS other_write;
+
+-- A jsonb stamp, a delivery token in a jsonb result, and a failure that
+-- re-inserts the row (pg-boss's shape): the guard reads both places.
+CREATE TABLE q_boss (id int, state text NOT NULL DEFAULT 'created',
+                     data jsonb, output jsonb);
+CREATE TRIGGER fencing_claim BEFORE UPDATE ON q_boss FOR EACH ROW
+    WHEN (NEW.state = 'active' AND OLD.state <> 'active')
+    EXECUTE FUNCTION fencing.claim_stamp('data->fencing_token');
+CREATE TRIGGER fencing_complete BEFORE UPDATE ON q_boss FOR EACH ROW
+    WHEN (NEW.state = 'completed')
+    EXECUTE FUNCTION fencing.claim_guard('data->fencing_token', 'output->fencing_token');
+CREATE TRIGGER fencing_fail BEFORE INSERT ON q_boss FOR EACH ROW
+    WHEN (NEW.state IN ('retry', 'failed'))
+    EXECUTE FUNCTION fencing.claim_guard('data->fencing_token', 'output->fencing_token');
+INSERT INTO q_boss (id, data) VALUES (1, '{"n": 1}'), (2, NULL), (3, '[1]');
+SELECT pg_temp.try($$UPDATE q_boss SET state = 'active' WHERE id = 1 RETURNING data$$) AS claim_a;
+SELECT pg_temp.try($$UPDATE q_boss SET state = 'active' WHERE id = 2 RETURNING data$$) AS claim_null_data;
+SELECT pg_temp.try($$UPDATE q_boss SET state = 'active' WHERE id = 3 RETURNING data$$) AS claim_array_data;
+-- expiry: delete and re-insert as retry (no delivery token: maintenance
+-- is the queue's own, so its WHEN would exclude it; here it is refused)
+SELECT pg_temp.try($$WITH d AS (DELETE FROM q_boss WHERE id = 1 RETURNING *) INSERT INTO q_boss SELECT id, 'retry', data, '{"value": "timeout"}' FROM d RETURNING state$$) AS expire_unfenced;
+ALTER TABLE q_boss DISABLE TRIGGER fencing_fail;
+SELECT pg_temp.try($$WITH d AS (DELETE FROM q_boss WHERE id = 1 RETURNING *) INSERT INTO q_boss SELECT id, 'retry', data, '{"value": "timeout"}' FROM d RETURNING state$$) AS expire;
+ALTER TABLE q_boss ENABLE TRIGGER fencing_fail;
+SELECT pg_temp.try($$UPDATE q_boss SET state = 'active' WHERE id = 1 RETURNING data$$) AS claim_b;
+-- A (token T5, a JSON string as stamped) fails: the re-insert is refused
+SELECT pg_temp.try(format($$WITH d AS (DELETE FROM q_boss WHERE id = 1 RETURNING *) INSERT INTO q_boss SELECT id, 'retry', data, %L FROM d RETURNING state$$,
+    jsonb_build_object('message', 'A failed', 'fencing_token', ((SELECT t0 FROM pg_temp.base) + 5)::text))) AS stale_fail;
+-- A completes, with the token as a JSON number: refused
+SELECT pg_temp.try(format($$UPDATE q_boss SET state = 'completed', output = %L WHERE id = 1$$,
+    jsonb_build_object('fencing_token', (SELECT t0 FROM pg_temp.base) + 5))) AS stale_complete;
+-- B completes: accepted
+SELECT pg_temp.try($$UPDATE q_boss SET state = 'completed', output = jsonb_build_object('fencing_token', data->'fencing_token', 'value', 'by B') WHERE id = 1$$) AS live_complete;
+-- malformed delivery tokens: 22023, nothing written
+SELECT pg_temp.try($$UPDATE q_boss SET state = 'completed', output = '{"fencing_token": "12abc"}' WHERE id = 2$$) AS bad_string;
+SELECT pg_temp.try($$UPDATE q_boss SET state = 'completed', output = '{"fencing_token": 1.5}' WHERE id = 2$$) AS bad_number;
+SELECT pg_temp.try($$UPDATE q_boss SET state = 'completed', output = '{"fencing_token": -3}' WHERE id = 2$$) AS negative;
+SELECT pg_temp.try($$UPDATE q_boss SET state = 'completed', output = '{"fencing_token": [1]}' WHERE id = 2$$) AS not_scalar;
+-- a JSON null or a missing key is no token; then fencing.token counts
+SELECT pg_temp.try($$UPDATE q_boss SET state = 'completed', output = '{"fencing_token": null}' WHERE id = 2$$) AS json_null;
+BEGIN;
+SELECT set_config('fencing.token', (SELECT data->>'fencing_token' FROM q_boss WHERE id = 2), true) IS NOT NULL AS declared;
+SELECT pg_temp.try($$UPDATE q_boss SET state = 'completed', output = '{"value": 2}' WHERE id = 2$$) AS declared_complete;
+COMMIT;
+SELECT id, state, pg_temp.rel(data::text) AS data, pg_temp.rel(output::text) AS output FROM q_boss ORDER BY id;
+
+-- Deletes as completion (graphile-worker's shape), 'allow_unfenced', and
+-- a stamp on INSERT (Solid Queue claims by inserting a row).
+CREATE TABLE q_claims (id int PRIMARY KEY, job int UNIQUE, fencing_token bigint);
+CREATE TRIGGER fencing_claim BEFORE INSERT ON q_claims FOR EACH ROW
+    EXECUTE FUNCTION fencing.claim_stamp('fencing_token');
+CREATE TRIGGER fencing_guard BEFORE DELETE ON q_claims FOR EACH ROW
+    EXECUTE FUNCTION fencing.claim_guard('fencing_token', '', 'allow_unfenced');
+SELECT pg_temp.try($$INSERT INTO q_claims VALUES (1, 10, 1) RETURNING fencing_token$$) AS insert_claim;
+BEGIN;
+SET LOCAL fencing.token = '1';
+SELECT pg_temp.try($$DELETE FROM q_claims WHERE id = 1$$) AS stale_delete;
+COMMIT;
+BEGIN;
+SELECT set_config('fencing.token', (SELECT fencing_token FROM q_claims WHERE id = 1)::text, true) IS NOT NULL AS declared;
+SELECT pg_temp.try($$DELETE FROM q_claims WHERE id = 1 RETURNING job$$) AS live_delete;
+ROLLBACK;
+-- allow_unfenced: a delete with no token passes (an operator's cleanup)
+SELECT pg_temp.try($$DELETE FROM q_claims WHERE id = 1$$) AS unfenced_delete;
+
+-- every refusal above was counted as a stale write refused
+SELECT s.stale_writes_refused - b.refused AS refusals_counted FROM fencing.stats AS s, pg_temp.base AS b;
+DROP TABLE q_jobs, q_boss, q_claims;

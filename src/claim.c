@@ -1,0 +1,438 @@
+/*-------------------------------------------------------------------------
+ *
+ * claim.c
+ *	  Fencing for job queues: a token bound to each claim, inside the
+ *	  queue's own claim statement, and a guard that refuses the completion,
+ *	  failure or retry of a delivery older than the last claim.
+ *
+ * CREATE TRIGGER stamp BEFORE UPDATE ON jobs FOR EACH ROW
+ *	   WHEN (<the claim transition>)
+ *	   EXECUTE FUNCTION fencing.claim_stamp('fencing_token');
+ * CREATE TRIGGER guard BEFORE UPDATE OR DELETE ON jobs FOR EACH ROW
+ *	   WHEN (<completion, failure, retry>)
+ *	   EXECUTE FUNCTION fencing.claim_guard('fencing_token');
+ *
+ * The stamp is a place in the row: a bigint column ('col'), or a key of a
+ * jsonb column ('col->key', the token stored as a JSON string, which
+ * JavaScript reads without losing digits).  claim_stamp writes a fresh
+ * fencing token there whenever its WHEN clause matches; whatever the
+ * statement put there is overwritten, so a claim cannot choose its token.
+ *
+ * claim_guard compares the token the delivery brings with the stamp of the
+ * row as it was claimed (OLD for UPDATE and DELETE, NEW for INSERT, which
+ * is how some queues re-insert a failed job).  The delivery's token travels
+ * with the statement, so it works through a transaction-mode pooler: in a
+ * place of the new row named by the second argument (a jsonb result the
+ * queue writes, for example), or else in SET LOCAL fencing.token.  The
+ * token must equal the stamp: older is a stale delivery (LF001), newer was
+ * not issued for this claim (LF010), no stamp means the row was never
+ * claimed with a stamp (LF011), and a completion that moves the stamp is
+ * refused (LF012).  A delivery with no token is refused (LF004) unless the
+ * third argument is 'allow_unfenced'.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "fencing.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "commands/sequence.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/guc.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/rel.h"
+
+FENCING_FUNCTION(fencing_claim_stamp);
+FENCING_FUNCTION(fencing_claim_guard);
+
+/* a place in a row that holds a token: a bigint column or a jsonb key */
+typedef struct ClaimPlace
+{
+	const char *spec;			/* as the trigger argument wrote it */
+	int			attnum;
+	char	   *key;			/* NULL for a bigint column */
+} ClaimPlace;
+
+static void
+check_trigger_call(FunctionCallInfo fcinfo, const char *fname)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("%s must be called as a trigger", fname)));
+	if (!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("%s must be fired BEFORE, FOR EACH ROW", fname)));
+}
+
+/* "col" or "col->key", resolved against the trigger's table */
+static void
+parse_place(Relation rel, const char *fname, const char *spec,
+			ClaimPlace *place)
+{
+	const char *arrow = strstr(spec, "->");
+	char	   *colname;
+	Oid			atttype;
+
+	place->spec = spec;
+	if (arrow)
+	{
+		colname = pnstrdup(spec, arrow - spec);
+		place->key = pstrdup(arrow + 2);
+		if (place->key[0] == '\0')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid token place \"%s\" for %s", spec, fname),
+					 errhint("Name a bigint column, or a jsonb column and a key as 'column->key'.")));
+	}
+	else
+	{
+		colname = pstrdup(spec);
+		place->key = NULL;
+	}
+
+	place->attnum = SPI_fnumber(RelationGetDescr(rel), colname);
+	if (place->attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist",
+						colname, RelationGetRelationName(rel)),
+				 errhint("The arguments of %s name columns of the table.", fname)));
+	atttype = TupleDescAttr(RelationGetDescr(rel), place->attnum - 1)->atttypid;
+	if (atttype != (place->key ? JSONBOID : INT8OID))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 place->key ?
+				 errmsg("column \"%s\" of relation \"%s\" must be of type jsonb to hold key \"%s\"",
+						colname, RelationGetRelationName(rel), place->key) :
+				 errmsg("token column \"%s\" of relation \"%s\" must be of type bigint",
+						colname, RelationGetRelationName(rel)),
+				 errdetail("It is of type %s.", format_type_be(atttype))));
+}
+
+/* a positive decimal bigint, nothing else */
+static bool
+parse_token_text(const char *s, int64 *value)
+{
+	char	   *end;
+	long long	v;
+
+	if (s[0] < '0' || s[0] > '9')
+		return false;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v <= 0)
+		return false;
+	*value = (int64) v;
+	return true;
+}
+
+static void
+report_bad_token(Relation rel, const ClaimPlace *place, const char *shown)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("\"%s\" of a row of \"%s\" is not a fencing token",
+					place->spec, RelationGetRelationName(rel)),
+			 place->key ?
+			 errdetail("It holds %s; a token is a positive bigint, as a JSON number or string.",
+					   shown) :
+			 errdetail("It holds %s; a token is a positive bigint.", shown)));
+}
+
+/* The token at a place of a row; false if the place is empty. */
+static bool
+read_place(Relation rel, HeapTuple tuple, const ClaimPlace *place,
+		   int64 *token)
+{
+	bool		isnull;
+	Datum		d = heap_getattr(tuple, place->attnum, RelationGetDescr(rel),
+								 &isnull);
+	Jsonb	   *jb;
+	JsonbValue	v;
+	char	   *s = NULL;
+
+	if (isnull)
+		return false;
+	if (place->key == NULL)
+	{
+		*token = DatumGetInt64(d);
+		if (*token <= 0)
+			report_bad_token(rel, place, psprintf("%lld", (long long) *token));
+		return true;
+	}
+
+	jb = DatumGetJsonbP(d);
+	if (!JB_ROOT_IS_OBJECT(jb) || JB_ROOT_IS_SCALAR(jb))
+		return false;
+	if (getKeyJsonValueFromContainer(&jb->root, place->key,
+									 strlen(place->key), &v) == NULL ||
+		v.type == jbvNull)
+		return false;
+	if (v.type == jbvString)
+		s = pnstrdup(v.val.string.val, v.val.string.len);
+	else if (v.type == jbvNumeric)
+		s = DatumGetCString(DirectFunctionCall1(numeric_out,
+												NumericGetDatum(v.val.numeric)));
+	else
+		report_bad_token(rel, place, "a JSON value that is neither a number nor a string");
+	if (!parse_token_text(s, token))
+	{
+		StringInfoData shown;
+
+		initStringInfo(&shown);
+		escape_json(&shown, s);
+		report_bad_token(rel, place, shown.data);
+	}
+	return true;
+}
+
+/* The row with a token written at a place. */
+static HeapTuple
+write_place(Relation rel, HeapTuple tuple, const ClaimPlace *place,
+			int64 token)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	int			attnum = place->attnum;
+	Datum		value;
+	bool		isnull = false;
+
+	if (place->key == NULL)
+		value = Int64GetDatum(token);
+	else
+	{
+		StringInfoData obj;
+		Datum		stamp;
+		Datum		old = heap_getattr(tuple, attnum, desc, &isnull);
+
+		initStringInfo(&obj);
+		appendStringInfoChar(&obj, '{');
+		escape_json(&obj, place->key);
+		appendStringInfo(&obj, ": \"%lld\"}", (long long) token);
+		stamp = DirectFunctionCall1(jsonb_in, CStringGetDatum(obj.data));
+		if (isnull)
+			value = stamp;
+		else
+		{
+			Jsonb	   *jb = DatumGetJsonbP(old);
+
+			if (!JB_ROOT_IS_OBJECT(jb) || JB_ROOT_IS_SCALAR(jb))
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("cannot stamp key \"%s\" into column \"%s\" of relation \"%s\"",
+								place->key, NameStr(TupleDescAttr(desc, attnum - 1)->attname),
+								RelationGetRelationName(rel)),
+						 errdetail("The column holds a JSON %s, not an object.",
+								   JB_ROOT_IS_ARRAY(jb) && !JB_ROOT_IS_SCALAR(jb) ?
+								   "array" : "scalar")));
+			value = DirectFunctionCall2(jsonb_concat, old, stamp);
+		}
+		isnull = false;
+	}
+	return heap_modify_tuple_by_cols(tuple, desc, 1, &attnum, &value, &isnull);
+}
+
+/* The token declared with SET LOCAL fencing.token, if any. */
+static bool
+declared_token(int64 *token)
+{
+	const char *s = GetConfigOption("fencing.token", true, false);
+
+	return s != NULL && s[0] != '\0' && parse_token_text(s, token);
+}
+
+/* Count a refused delivery, as fence_guard counts its refusals. */
+static void
+count_refusal(void)
+{
+	if (XactReadOnly || IsInParallelMode() || RecoveryInProgress())
+		return;
+	(void) nextval_internal(fencing_catalog()->stale_count_oid, false);
+}
+
+/*
+ * claim_stamp('place'): BEFORE INSERT OR UPDATE ... FOR EACH ROW WHEN
+ * (<claim>).  Writes a fresh token at the place.  The claim's commit is
+ * made synchronous: a worker acts on the claim once it returns, and the
+ * stamp must not vanish in a crash while the worker holds its token.
+ */
+Datum
+fencing_claim_stamp(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Relation	rel;
+	ClaimPlace	place;
+	HeapTuple	tuple;
+
+	check_trigger_call(fcinfo, "claim_stamp");
+	rel = trigdata->tg_relation;
+	if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("claim_stamp must be fired for INSERT or UPDATE"),
+				 errhint("A claim writes the row it claims; attach claim_guard to deletes.")));
+	if (trigdata->tg_trigger->tgnargs != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("claim_stamp on \"%s\" needs one argument, the place of the token",
+						RelationGetRelationName(rel)),
+				 errhint("Use EXECUTE FUNCTION fencing.claim_stamp('column') or fencing.claim_stamp('column->key').")));
+	parse_place(rel, "claim_stamp", trigdata->tg_trigger->tgargs[0], &place);
+
+	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
+		trigdata->tg_newtuple : trigdata->tg_trigtuple;
+	tuple = write_place(rel, tuple, &place, fencing_issue_token());
+	ForceSyncCommit();
+	return PointerGetDatum(tuple);
+}
+
+static void
+report_claim_refusal(Relation rel, int64 delivery, int64 stamp)
+{
+	count_refusal();
+	if (delivery < stamp)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_STALE_TOKEN),
+				 errmsg("fencing token %lld is stale", (long long) delivery),
+				 errdetail("The row of \"%s\" was claimed again, with token %lld.",
+						   RelationGetRelationName(rel), (long long) stamp),
+				 errhint("This delivery was superseded by a newer claim; stop working on it.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_CLAIM_MISMATCH),
+			 errmsg("fencing token %lld was not issued for this claim",
+					(long long) delivery),
+			 errdetail("The row of \"%s\" was claimed with token %lld.",
+					   RelationGetRelationName(rel), (long long) stamp),
+			 errhint("Send the token the claim returned.")));
+}
+
+/*
+ * claim_guard('stamp place' [, 'delivery place' [, 'allow_unfenced']]):
+ * BEFORE INSERT OR UPDATE OR DELETE ... FOR EACH ROW WHEN (<completion,
+ * failure, retry>).  An empty delivery place means SET LOCAL fencing.token
+ * only.
+ */
+Datum
+fencing_claim_guard(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Trigger    *trigger;
+	Relation	rel;
+	TriggerEvent event;
+	ClaimPlace	stamp_place;
+	ClaimPlace	delivery_place;
+	bool		has_delivery_place = false;
+	bool		allow_unfenced = false;
+	HeapTuple	claimed;
+	HeapTuple	result;
+	int64		stamp = 0;
+	int64		delivery = 0;
+	bool		has_stamp;
+	bool		has_delivery = false;
+
+	check_trigger_call(fcinfo, "claim_guard");
+	trigger = trigdata->tg_trigger;
+	rel = trigdata->tg_relation;
+	event = trigdata->tg_event;
+	if (trigger->tgnargs < 1 || trigger->tgnargs > 3)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("claim_guard on \"%s\" needs one to three arguments",
+						RelationGetRelationName(rel)),
+				 errhint("Use EXECUTE FUNCTION fencing.claim_guard('stamp place' [, 'delivery place' [, 'allow_unfenced']]).")));
+	parse_place(rel, "claim_guard", trigger->tgargs[0], &stamp_place);
+	if (trigger->tgnargs >= 2 && trigger->tgargs[1][0] != '\0')
+	{
+		parse_place(rel, "claim_guard", trigger->tgargs[1], &delivery_place);
+		has_delivery_place = true;
+	}
+	if (trigger->tgnargs == 3)
+	{
+		if (strcmp(trigger->tgargs[2], "allow_unfenced") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid claim_guard option \"%s\"", trigger->tgargs[2]),
+					 errhint("The only option is \"allow_unfenced\".")));
+		allow_unfenced = true;
+	}
+
+	if (TRIGGER_FIRED_BY_INSERT(event))
+		claimed = result = trigdata->tg_trigtuple;
+	else if (TRIGGER_FIRED_BY_UPDATE(event))
+	{
+		claimed = trigdata->tg_trigtuple;
+		result = trigdata->tg_newtuple;
+	}
+	else
+		claimed = result = trigdata->tg_trigtuple;
+
+	/* the delivery's token: in the new row, else declared */
+	if (has_delivery_place && !TRIGGER_FIRED_BY_DELETE(event))
+		has_delivery = read_place(rel, result, &delivery_place, &delivery);
+	if (!has_delivery)
+		has_delivery = declared_token(&delivery);
+
+	has_stamp = read_place(rel, claimed, &stamp_place, &stamp);
+
+	/* a completion leaves the claim's stamp as it was */
+	if (TRIGGER_FIRED_BY_UPDATE(event))
+	{
+		int64		new_stamp = 0;
+		bool		has_new_stamp = read_place(rel, result, &stamp_place,
+											   &new_stamp);
+
+		if (has_new_stamp != has_stamp || new_stamp != stamp)
+		{
+			count_refusal();
+			ereport(ERROR,
+					(errcode(ERRCODE_FENCING_STAMP_CHANGED),
+					 errmsg("claim stamp \"%s\" of a row of \"%s\" cannot be changed by this write",
+							stamp_place.spec, RelationGetRelationName(rel)),
+					 has_stamp ?
+					 errdetail("The row was claimed with token %lld.", (long long) stamp) :
+					 errdetail("The row carries no claim stamp."),
+					 errhint("Only fencing.claim_stamp writes the stamp; make the WHEN clauses of the two triggers disjoint.")));
+		}
+	}
+
+	if (!has_delivery)
+	{
+		if (allow_unfenced)
+			return PointerGetDatum(result);
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_MISSING_TOKEN),
+				 errmsg("%s of a claimed row of \"%s\" carries no fencing token",
+						TRIGGER_FIRED_BY_INSERT(event) ? "INSERT" :
+						TRIGGER_FIRED_BY_UPDATE(event) ? "UPDATE" : "DELETE",
+						RelationGetRelationName(rel)),
+				 has_delivery_place ?
+				 errhint("Put the token the claim returned in \"%s\", or run SET LOCAL fencing.token first.",
+						 delivery_place.spec) :
+				 errhint("Run SET LOCAL fencing.token to the token the claim returned first.")));
+	}
+	if (!has_stamp)
+	{
+		count_refusal();
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_NOT_CLAIMED),
+				 errmsg("row of \"%s\" carries no claim stamp",
+						RelationGetRelationName(rel)),
+				 errdetail("The delivery brings token %lld; \"%s\" is empty.",
+						   (long long) delivery, stamp_place.spec),
+				 errhint("Rows are stamped by fencing.claim_stamp when they are claimed.")));
+	}
+	if (delivery != stamp)
+		report_claim_refusal(rel, delivery, stamp);
+	return PointerGetDatum(result);
+}
