@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # test.sh: install build dependencies, build with -Wall -Wextra -Werror,
-# install, and run every suite: pg_regress, isolation specs, TAP tests.
+# install, and run every suite: pg_regress, isolation specs, the
+# documentation's code blocks (scripts/doc_test.sh), TAP tests, the negative
+# control and the model check.
 #
 #   sudo scripts/test.sh                 # everything
 #   FENCING_SUITES="regress isolation" sudo scripts/test.sh
+#   FENCING_SUITES=docs sudo scripts/test.sh     # README.md, docs/, examples/
 #   PROVE_TESTS=t/002_promotion.pl sudo scripts/test.sh
 #   FENCING_PRIVATE=1 sudo scripts/test.sh   # a private copy of the server
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
 
-suites=${FENCING_SUITES:-"regress isolation tap negative model"}
+suites=${FENCING_SUITES:-"regress isolation docs tap negative model"}
 
 fencing_install_deps
 private=
@@ -66,7 +69,7 @@ run_suite() {
 	local p f
 	p=$(grep -Ec '^(ok|test) .* ok( |$)|^ok [0-9]+ ' "$log" || true)
 	case $name in
-	negative | model)
+	negative | model | docs)
 		p=$(sed -n 's/^[a-z ]*: \([0-9]*\) passed, \([0-9]*\) failed.*/\1/p' "$log" | tail -n1)
 		f=$(sed -n 's/^[a-z ]*: \([0-9]*\) passed, \([0-9]*\) failed.*/\2/p' "$log" | tail -n1)
 		p=${p:-0}
@@ -97,6 +100,11 @@ for s in $suites; do
 	isolation)
 		[ -n "$(ls specs/*.spec 2>/dev/null)" ] &&
 			run_suite isolation $PGX make -s installcheck REGRESS= TAP_TESTS=
+		;;
+	docs)
+		# every SQL block of README.md and docs/, every command of the
+		# examples' READMEs, run as written in a throwaway cluster
+		run_suite docs bash scripts/doc_test.sh
 		;;
 	tap)
 		[ -n "$(ls t/*.pl 2>/dev/null)" ] &&
