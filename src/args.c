@@ -7,11 +7,13 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "fencing.h"
+#include "postgres.h"
 
 #include "common/int.h"
 #include "datatype/timestamp.h"
 #include "utils/timestamp.h"
+
+#include "fencing.h"
 
 void
 fencing_require_arg(FunctionCallInfo fcinfo, int argno, const char *what)

@@ -15,7 +15,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "fencing.h"
+#include "postgres.h"
 
 #include "access/xact.h"
 #include "commands/async.h"
@@ -32,6 +32,8 @@
 #include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
+
+#include "lease.h"
 
 /* advisory locks use 1 and 2 in field 4; 0x4645 ("FE") is ours alone */
 #define FENCING_LOCKTAG_FIELD4	0x4645

@@ -11,12 +11,52 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "fencing.h"
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "commands/sequence.h"
+#include "miscadmin.h"
+
+#include "resource.h"
 
 FENCING_FUNCTION(fencing_fence_check);
 FENCING_FUNCTION(fencing_fence_allows);
 FENCING_FUNCTION(fencing_fence_advance);
 FENCING_FUNCTION(fencing_expect_rows);
+
+/*
+ * Count a refused stale write.  The refusing transaction rolls back, so the
+ * count lives in a sequence, which does not.  Skipped where nextval() is
+ * not allowed, so counting never masks the real error.
+ */
+void
+fencing_count_stale_write(void)
+{
+	const FencingCatalog *cat;
+
+	if (XactReadOnly || IsInParallelMode() || RecoveryInProgress())
+		return;
+	cat = fencing_catalog();
+	(void) nextval_internal(cat->stale_count_oid, false);
+}
+
+void
+fencing_report_stale(int64 token, int64 fence, const char *relname)
+{
+	fencing_count_stale_write();
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_STALE_TOKEN),
+			 errmsg("fencing token %lld is stale", (long long) token),
+			 relname ?
+			 errdetail("The row of \"%s\" was already written with token %lld.",
+					   relname, (long long) fence) :
+			 errdetail("The row was already written with token %lld.",
+					   (long long) fence),
+			 token == fence ?
+			 errhint("Each token writes a row once; a holder that writes the same row again must allow an equal fence.") :
+			 errhint("A newer holder has taken over; stop writing and re-acquire.")));
+}
 
 /* fence_check(fence, token): fence IS NULL OR fence < token */
 Datum

@@ -11,15 +11,20 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "fencing.h"
+#include "postgres.h"
 
+#include "access/relation.h"
 #include "catalog/namespace.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
-#include "access/relation.h"
+
+#include "fencing.h"
+#include "lease.h"
+#include "resource.h"
+#include "token.h"
 
 #if PG_VERSION_NUM >= 180000
 /* FENCING_VERSION: fencing.control's default_version, from the Makefile */
@@ -36,6 +41,11 @@ void		_PG_init(void);
 static FencingCatalog catalog;
 static bool catalog_valid = false;
 
+/*
+ * The only relcache callback of the extension.  Creating or dropping an
+ * index of fencing.leases invalidates the table too, so its OID covers
+ * the primary key.
+ */
 static void
 fencing_relcache_callback(Datum arg, Oid relid)
 {
@@ -57,7 +67,6 @@ _PG_init(void)
 	CacheRegisterRelcacheCallback(fencing_relcache_callback, (Datum) 0);
 	fencing_define_token_guc();
 	fencing_lease_init();
-	fencing_lease_direct_init();
 	fencing_events_init();
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("fencing");
@@ -105,6 +114,7 @@ fencing_catalog(void)
 	if (old_token_seq != catalog.token_seq_oid)
 		fencing_forget_token_band();
 
+	catalog.generation++;
 	catalog_valid = true;
 	return &catalog;
 }

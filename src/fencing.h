@@ -1,14 +1,18 @@
 /*-------------------------------------------------------------------------
  *
  * fencing.h
- *	  Shared declarations of the fencing extension.
+ *	  What every layer of the fencing extension shares: the function
+ *	  declaration macro, our SQLSTATEs, the cache of the extension's OIDs,
+ *	  running as the extension's owner, and argument checks.
+ *
+ * Like core's headers this does not include postgres.h: every .c file
+ * includes postgres.h first.  The layers have one header each and point
+ * one way: token.h <- lease.h <- resource.h.
  *
  *-------------------------------------------------------------------------
  */
 #ifndef FENCING_H
 #define FENCING_H
-
-#include "postgres.h"
 
 #include "fmgr.h"
 
@@ -37,9 +41,14 @@
 /* documented limit on lease names and holders */
 #define FENCING_MAX_NAME_BYTES	256
 
+/* fencing.c */
+
 /*
  * OIDs of the extension's own objects, looked up once per backend and
- * forgotten on any relcache invalidation of them (DROP/CREATE EXTENSION).
+ * forgotten on any relcache invalidation of them (DROP/CREATE EXTENSION,
+ * ALTER TABLE, CREATE INDEX ...).  "generation" counts the lookups, so a
+ * layer that caches more about one of these objects can tell when to look
+ * again without a relcache callback of its own.
  */
 typedef struct FencingCatalog
 {
@@ -51,6 +60,7 @@ typedef struct FencingCatalog
 	Oid			token_install_oid;	/* fencing.token_install: random, not dumped */
 	Oid			stale_count_oid;	/* fencing.stale_write_count */
 	Oid			owner_oid;		/* owner of fencing.leases */
+	uint64		generation;
 } FencingCatalog;
 
 extern const FencingCatalog *fencing_catalog(void);
@@ -75,70 +85,5 @@ extern int64 fencing_duration_arg(FunctionCallInfo fcinfo, int argno,
 								  const char *max_text, bool allow_zero);
 extern Datum fencing_usecs_interval(int64 usecs);
 extern int64 fencing_token_arg(FunctionCallInfo fcinfo, int argno);
-
-/* lease_store.c */
-typedef enum LeaseStatement
-{
-	LEASE_TAKE,
-	LEASE_CREATE,
-	LEASE_AVAILABLE_AT,
-	LEASE_RENEW,
-	LEASE_RELEASE,
-	LEASE_CHECK,
-	LEASE_HOLDER_ROLE,
-	LEASE_TAKEABLE,
-	LEASE_FORCE_RELEASE,
-	LEASE_PURGE,
-	NUM_LEASE_STATEMENTS
-} LeaseStatement;
-
-extern uint64 fencing_run_lease_statement(LeaseStatement stmt, Datum *values,
-										  Datum *results, bool *isnull,
-										  int nresults);
-extern uint64 fencing_run_lease_statement_seen(LeaseStatement stmt,
-											   Datum *values, Datum *results,
-											   bool *isnull, int nresults,
-											   bool *row_seen);
-extern void fencing_check_lease_snapshot(LeaseStatement probe, Datum *values);
-extern bool fencing_writing_leases;
-
-/* lease_direct.c */
-typedef enum LeaseDirectResult
-{
-	LEASE_DIRECT_UNSUPPORTED,	/* the table does not qualify: use SPI */
-	LEASE_DIRECT_UPDATED,
-	LEASE_DIRECT_UNCHANGED,		/* the row was seen and did not qualify */
-	LEASE_DIRECT_MISSING		/* no row was seen */
-} LeaseDirectResult;
-
-extern void fencing_lease_direct_init(void);
-extern LeaseDirectResult fencing_lease_update_direct(LeaseStatement stmt,
-													 const Datum *values,
-													 Datum *results,
-													 bool *isnull,
-													 int nresults);
-
-/* lease.c */
-extern void fencing_lease_init(void);
-extern bool fencing_is_lease_admin(Oid roleid);
-extern void fencing_lease_freed(text *name, int64 token, const char *event,
-								const char *holder);
-
-/* events.c */
-extern void fencing_events_init(void);
-extern void fencing_waiter_register(const char *name, int len);
-extern void fencing_waiter_unregister(const char *name, int len);
-extern void fencing_waiter_sleep(long timeout_ms);
-extern void fencing_wake_waiters_at_commit(const char *name, int len);
-extern void fencing_notify(const char *event, const char *name, int len,
-						   int64 token, const char *holder);
-
-/* token.c */
-extern int64 fencing_issue_token(void);
-extern void fencing_forget_token_band(void);
-
-/* guard.c */
-extern void fencing_define_token_guc(void);
-extern void fencing_report_stale(int64 token, int64 fence, const char *relname);
 
 #endif							/* FENCING_H */

@@ -19,12 +19,9 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "fencing.h"
+#include "postgres.h"
 
 #include "access/htup_details.h"
-#include "access/xact.h"
-#include "access/xlog.h"
-#include "commands/sequence.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
@@ -33,6 +30,8 @@
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+
+#include "resource.h"
 
 FENCING_FUNCTION(fencing_fence_guard);
 
@@ -92,39 +91,6 @@ declared_token(int64 *token)
 	if (declared_token_string == NULL || declared_token_string[0] == '\0')
 		return false;
 	return parse_token(declared_token_string, token);
-}
-
-/*
- * Count a refused stale write.  The refusing transaction rolls back, so the
- * count lives in a sequence, which does not.  Skipped where nextval() is
- * not allowed, so counting never masks the real error.
- */
-static void
-count_stale_write(void)
-{
-	const FencingCatalog *cat;
-
-	if (XactReadOnly || IsInParallelMode() || RecoveryInProgress())
-		return;
-	cat = fencing_catalog();
-	(void) nextval_internal(cat->stale_count_oid, false);
-}
-
-void
-fencing_report_stale(int64 token, int64 fence, const char *relname)
-{
-	count_stale_write();
-	ereport(ERROR,
-			(errcode(ERRCODE_FENCING_STALE_TOKEN),
-			 errmsg("fencing token %lld is stale", (long long) token),
-			 relname ?
-			 errdetail("The row of \"%s\" was already written with token %lld.",
-					   relname, (long long) fence) :
-			 errdetail("The row was already written with token %lld.",
-					   (long long) fence),
-			 token == fence ?
-			 errhint("Each token writes a row once; a holder that writes the same row again must allow an equal fence.") :
-			 errhint("A newer holder has taken over; stop writing and re-acquire.")));
 }
 
 static int
@@ -274,7 +240,7 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 		{
 			if (has_old)
 			{
-				count_stale_write();
+				fencing_count_stale_write();
 				ereport(ERROR,
 						(errcode(ERRCODE_FENCING_STALE_TOKEN),
 						 errmsg("fence of a row of \"%s\" cannot be set to NULL",

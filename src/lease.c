@@ -5,7 +5,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "fencing.h"
+#include "postgres.h"
 
 #include "access/xact.h"
 #include "datatype/timestamp.h"
@@ -15,6 +15,8 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
+
+#include "lease.h"
 
 #define LEASE_MAX_TTL_USECS		(INT64CONST(86400) * USECS_PER_SEC)
 #define LEASE_MAX_WAIT_USECS	(INT64CONST(86400) * USECS_PER_SEC)
@@ -58,35 +60,33 @@ fencing_is_lease_admin(Oid roleid)
  * Run a renew, release or check statement as the calling role.  When it
  * finds nothing, see whether the token is live but held by another role:
  * that is refused, unless the caller is a lease admin, who then acts with
- * the holder's role.  values[2] is the role slot.
+ * the holder's role.
  */
 static uint64
-run_as_holder(LeaseStatement stmt, Datum *values)
+run_as_holder(LeaseStatement stmt, LeaseRequest *req)
 {
 	Oid			caller = GetUserId();
-	Datum		holder_role;
-	bool		isnull;
+	LeaseResult holder;
 	uint64		processed;
 
-	values[2] = ObjectIdGetDatum(caller);
-	processed = fencing_run_lease_statement(stmt, values, NULL, NULL, 0);
+	req->role = caller;
+	processed = fencing_run_lease_statement(stmt, req, NULL);
 	if (processed > 0)
 		return processed;
-	fencing_check_lease_snapshot(LEASE_HOLDER_ROLE, values);
-	if (fencing_run_lease_statement(LEASE_HOLDER_ROLE, values,
-									&holder_role, &isnull, 1) == 0 ||
-		DatumGetObjectId(holder_role) == caller)
+	fencing_check_lease_snapshot(LEASE_HOLDER_ROLE, req);
+	if (fencing_run_lease_statement(LEASE_HOLDER_ROLE, req, &holder) == 0 ||
+		holder.holder_role == caller)
 		return processed;
 
 	if (!fencing_is_lease_admin(caller))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("lease \"%s\" is held by another role",
-						text_to_cstring(DatumGetTextPP(values[0]))),
+						text_to_cstring(req->name)),
 				 errdetail("Only the role that acquired a lease may renew, release or check it."),
 				 errhint("Members of role fencing_admin may act on any lease.")));
-	values[2] = holder_role;
-	return fencing_run_lease_statement(stmt, values, NULL, NULL, 0);
+	req->role = holder.holder_role;
+	return fencing_run_lease_statement(stmt, req, NULL);
 }
 
 /* ---- acquiring ---- */
@@ -98,24 +98,17 @@ run_as_holder(LeaseStatement stmt, Datum *values)
  * held by another needs neither.
  */
 static bool
-try_acquire(Datum *values, int64 *token, bool *takeover)
+try_acquire(const LeaseRequest *req, LeaseResult *res)
 {
-	Datum		res[2];
-	bool		isnull[2];
-	bool		held = false;
-
-	if (fencing_run_lease_statement_seen(LEASE_TAKE, values, res, isnull, 2,
-										 &held) == 0)
+	if (fencing_run_lease_statement(LEASE_TAKE, req, res) == 0)
 	{
 		/* seen and held by another: no need to try creating it */
-		if (held)
+		if (res->row_seen)
 			return false;
-		if (fencing_run_lease_statement(LEASE_CREATE, values, res, isnull, 2) == 0 &&
-			fencing_run_lease_statement(LEASE_TAKE, values, res, isnull, 2) == 0)
+		if (fencing_run_lease_statement(LEASE_CREATE, req, res) == 0 &&
+			fencing_run_lease_statement(LEASE_TAKE, req, res) == 0)
 			return false;
 	}
-	*token = DatumGetInt64(res[0]);
-	*takeover = DatumGetBool(res[1]);
 	return true;
 }
 
@@ -127,12 +120,10 @@ try_acquire(Datum *values, int64 *token, bool *takeover)
  * so waiters never block the holder.
  */
 static bool
-wait_and_acquire(Datum *values, int64 wait_usecs, int64 *token,
-				 bool *takeover)
+wait_and_acquire(const LeaseRequest *req, int64 wait_usecs, LeaseResult *res)
 {
-	text	   *name = DatumGetTextPP(values[0]);
-	const char *nm = VARDATA_ANY(name);
-	int			len = VARSIZE_ANY_EXHDR(name);
+	const char *nm = VARDATA_ANY(req->name);
+	int			len = VARSIZE_ANY_EXHDR(req->name);
 	TimestampTz deadline = GetCurrentTimestamp() + wait_usecs;
 	bool		acquired = false;
 
@@ -141,11 +132,10 @@ wait_and_acquire(Datum *values, int64 wait_usecs, int64 *token,
 	{
 		TimestampTz now;
 		TimestampTz wake;
-		Datum		available_at;
-		bool		isnull = true;
+		LeaseResult avail;
 
 		/* registered first, so a release committed from now on wakes us */
-		if (try_acquire(values, token, takeover))
+		if (try_acquire(req, res))
 		{
 			acquired = true;
 			break;
@@ -155,10 +145,9 @@ wait_and_acquire(Datum *values, int64 wait_usecs, int64 *token,
 			break;
 
 		wake = deadline;
-		if (fencing_run_lease_statement(LEASE_AVAILABLE_AT, values,
-										&available_at, &isnull, 1) == 1 &&
-			!isnull && DatumGetTimestampTz(available_at) < wake)
-			wake = DatumGetTimestampTz(available_at);
+		if (fencing_run_lease_statement(LEASE_AVAILABLE_AT, req, &avail) == 1 &&
+			!avail.available_now && avail.available_at < wake)
+			wake = avail.available_at;
 		if (wake > now)
 			fencing_waiter_sleep((long) ((wake - now + 999) / 1000));
 		else
@@ -177,22 +166,17 @@ wait_and_acquire(Datum *values, int64 wait_usecs, int64 *token,
 Datum
 fencing_lease_acquire(PG_FUNCTION_ARGS)
 {
-	Datum		values[5];
+	LeaseRequest req = {0};
+	LeaseResult res = {0};
 	int64		wait_usecs;
-	int64		token;
-	bool		takeover;
-	text	   *name;
-	text	   *holder;
 
-	name = fencing_name_arg(fcinfo, 0, "lease name");
-	holder = fencing_name_arg(fcinfo, 1, "lease holder");
-	values[0] = PointerGetDatum(name);
-	values[1] = PointerGetDatum(holder);
-	values[2] = ObjectIdGetDatum(GetUserId());
-	values[3] = fencing_usecs_interval(fencing_duration_arg(fcinfo, 2, "lease TTL",
-															LEASE_MAX_TTL_USECS,
-															"1 day", false));
-	values[4] = fencing_usecs_interval((int64) lock_delay_ms * 1000);
+	req.name = fencing_name_arg(fcinfo, 0, "lease name");
+	req.holder = fencing_name_arg(fcinfo, 1, "lease holder");
+	req.role = GetUserId();
+	req.ttl = fencing_usecs_interval(fencing_duration_arg(fcinfo, 2, "lease TTL",
+														  LEASE_MAX_TTL_USECS,
+														  "1 day", false));
+	req.lock_delay = fencing_usecs_interval((int64) lock_delay_ms * 1000);
 	wait_usecs = fencing_duration_arg(fcinfo, 3, "wait interval",
 									  LEASE_MAX_WAIT_USECS, "1 day", true);
 	PreventCommandIfReadOnly("fencing.lease_acquire()");
@@ -204,38 +188,38 @@ fencing_lease_acquire(PG_FUNCTION_ARGS)
 				 errmsg("waiting for a lease requires the READ COMMITTED isolation level"),
 				 errhint("Acquire with wait => '0' and retry in a new transaction.")));
 
-	if (!try_acquire(values, &token, &takeover))
+	if (!try_acquire(&req, &res))
 	{
 		if (wait_usecs == 0)
 		{
-			fencing_check_lease_snapshot(LEASE_TAKEABLE, values);
+			fencing_check_lease_snapshot(LEASE_TAKEABLE, &req);
 			PG_RETURN_NULL();
 		}
-		if (!wait_and_acquire(values, wait_usecs, &token, &takeover))
+		if (!wait_and_acquire(&req, wait_usecs, &res))
 			PG_RETURN_NULL();
 	}
 
-	fencing_notify(takeover ? "takeover" : "acquire",
-				   VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name), token,
-				   text_to_cstring(holder));
+	fencing_notify(res.takeover ? "takeover" : "acquire",
+				   VARDATA_ANY(req.name), VARSIZE_ANY_EXHDR(req.name),
+				   res.token, text_to_cstring(req.holder));
 	/* an acknowledged lease survives a crash, whatever synchronous_commit */
 	ForceSyncCommit();
-	PG_RETURN_INT64(token);
+	PG_RETURN_INT64(res.token);
 }
 
 Datum
 fencing_lease_renew(PG_FUNCTION_ARGS)
 {
-	Datum		values[4];
+	LeaseRequest req = {0};
 
-	values[0] = PointerGetDatum(fencing_name_arg(fcinfo, 0, "lease name"));
-	values[1] = Int64GetDatum(fencing_token_arg(fcinfo, 1));
-	values[3] = fencing_usecs_interval(fencing_duration_arg(fcinfo, 2, "lease TTL",
-															LEASE_MAX_TTL_USECS,
-															"1 day", false));
+	req.name = fencing_name_arg(fcinfo, 0, "lease name");
+	req.token = fencing_token_arg(fcinfo, 1);
+	req.ttl = fencing_usecs_interval(fencing_duration_arg(fcinfo, 2, "lease TTL",
+														  LEASE_MAX_TTL_USECS,
+														  "1 day", false));
 	PreventCommandIfReadOnly("fencing.lease_renew()");
 
-	if (run_as_holder(LEASE_RENEW, values) == 0)
+	if (run_as_holder(LEASE_RENEW, &req) == 0)
 		PG_RETURN_BOOL(false);
 	ForceSyncCommit();
 	PG_RETURN_BOOL(true);
@@ -244,20 +228,15 @@ fencing_lease_renew(PG_FUNCTION_ARGS)
 Datum
 fencing_lease_release(PG_FUNCTION_ARGS)
 {
-	Datum		values[3];
-	text	   *name;
-	int64		token;
+	LeaseRequest req = {0};
 
-	name = fencing_name_arg(fcinfo, 0, "lease name");
-	token = fencing_token_arg(fcinfo, 1);
+	req.name = fencing_name_arg(fcinfo, 0, "lease name");
+	req.token = fencing_token_arg(fcinfo, 1);
 	PreventCommandIfReadOnly("fencing.lease_release()");
 
-	values[0] = PointerGetDatum(name);
-	values[1] = Int64GetDatum(token);
-
-	if (run_as_holder(LEASE_RELEASE, values) == 0)
+	if (run_as_holder(LEASE_RELEASE, &req) == 0)
 		PG_RETURN_BOOL(false);
-	fencing_lease_freed(name, token, "release", NULL);
+	fencing_lease_freed(req.name, req.token, "release", NULL);
 	ForceSyncCommit();
 	PG_RETURN_BOOL(true);
 }
@@ -280,12 +259,12 @@ fencing_lease_freed(text *name, int64 token, const char *event,
 Datum
 fencing_lease_check(PG_FUNCTION_ARGS)
 {
-	Datum		values[3];
+	LeaseRequest req = {0};
 
-	values[0] = PointerGetDatum(fencing_name_arg(fcinfo, 0, "lease name"));
-	values[1] = Int64GetDatum(fencing_token_arg(fcinfo, 1));
+	req.name = fencing_name_arg(fcinfo, 0, "lease name");
+	req.token = fencing_token_arg(fcinfo, 1);
 	/* it locks the row: a writing call */
 	PreventCommandIfReadOnly("fencing.lease_check()");
 
-	PG_RETURN_BOOL(run_as_holder(LEASE_CHECK, values) == 1);
+	PG_RETURN_BOOL(run_as_holder(LEASE_CHECK, &req) == 1);
 }

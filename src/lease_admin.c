@@ -6,7 +6,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "fencing.h"
+#include "postgres.h"
 
 #include "access/xact.h"
 #include "common/int.h"
@@ -15,6 +15,8 @@
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
+
+#include "lease.h"
 
 FENCING_FUNCTION(fencing_lease_force_release);
 FENCING_FUNCTION(fencing_lease_purge);
@@ -37,28 +39,23 @@ require_lease_admin(const char *what)
 Datum
 fencing_lease_force_release(PG_FUNCTION_ARGS)
 {
-	Datum		values[1];
-	Datum		res[2];
-	bool		isnull[2];
-	text	   *name;
-	char	   *holder;
+	LeaseRequest req = {0};
+	LeaseResult res = {0};
 
 	require_lease_admin("fencing.lease_force_release");
 	PreventCommandIfReadOnly("fencing.lease_force_release()");
-	name = fencing_name_arg(fcinfo, 0, "lease name");
-	values[0] = PointerGetDatum(name);
+	req.name = fencing_name_arg(fcinfo, 0, "lease name");
 
-	if (fencing_run_lease_statement(LEASE_FORCE_RELEASE, values,
-									res, isnull, 2) == 0)
+	if (fencing_run_lease_statement(LEASE_FORCE_RELEASE, &req, &res) == 0)
 		PG_RETURN_BOOL(false);
 
-	holder = TextDatumGetCString(res[1]);
 	ereport(LOG,
 			(errmsg("lease \"%s\" force-released by role \"%s\"",
-					text_to_cstring(name), GetUserNameFromId(GetUserId(), false)),
+					text_to_cstring(req.name),
+					GetUserNameFromId(GetUserId(), false)),
 			 errdetail("Holder \"%s\" with token %lld lost the lease.",
-					   holder, (long long) DatumGetInt64(res[0]))));
-	fencing_lease_freed(name, DatumGetInt64(res[0]), "force_release", holder);
+					   res.holder, (long long) res.token)));
+	fencing_lease_freed(req.name, res.token, "force_release", res.holder);
 	ForceSyncCommit();
 	PG_RETURN_BOOL(true);
 }
@@ -72,19 +69,17 @@ fencing_lease_force_release(PG_FUNCTION_ARGS)
 Datum
 fencing_lease_purge(PG_FUNCTION_ARGS)
 {
-	Datum		values[1];
+	LeaseRequest req = {0};
 	int64		age;
-	TimestampTz cutoff;
 
 	require_lease_admin("fencing.lease_purge");
 	PreventCommandIfReadOnly("fencing.lease_purge()");
 	age = fencing_duration_arg(fcinfo, 0, "purge age", PG_INT64_MAX, "", true);
 
 	/* an age beyond the calendar's start purges nothing, not an error */
-	if (pg_sub_s64_overflow(GetCurrentTimestamp(), age, &cutoff) ||
-		!IS_VALID_TIMESTAMP(cutoff))
-		TIMESTAMP_NOBEGIN(cutoff);
-	values[0] = TimestampTzGetDatum(cutoff);
-	PG_RETURN_INT64((int64) fencing_run_lease_statement(LEASE_PURGE, values,
-														NULL, NULL, 0));
+	if (pg_sub_s64_overflow(GetCurrentTimestamp(), age, &req.cutoff) ||
+		!IS_VALID_TIMESTAMP(req.cutoff))
+		TIMESTAMP_NOBEGIN(req.cutoff);
+	PG_RETURN_INT64((int64) fencing_run_lease_statement(LEASE_PURGE, &req,
+														NULL));
 }

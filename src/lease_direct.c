@@ -28,7 +28,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "fencing.h"
+#include "postgres.h"
 
 #include "access/genam.h"
 #include "access/relscan.h"
@@ -44,11 +44,12 @@
 #include "miscadmin.h"
 #include "nodes/execnodes.h"
 #include "utils/builtins.h"
-#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
+
+#include "lease.h"
 
 /* the columns of fencing.leases this code reads or writes */
 typedef enum LeaseColumn
@@ -92,12 +93,12 @@ static const struct
 };
 
 /*
- * What we learned about fencing.leases, forgotten on any relcache
- * invalidation of the table or its key (ALTER TABLE, CREATE INDEX, ...).
+ * What we learned about fencing.leases, forgotten with the catalog on any
+ * relcache invalidation of the table (ALTER TABLE, CREATE INDEX, ...).
  */
 static struct
 {
-	bool		valid;
+	uint64		generation;		/* of the catalog when we looked; 0: never */
 	bool		usable;			/* laid out as the install script made it */
 	Oid			leases_oid;
 	Oid			pkey_oid;
@@ -105,20 +106,6 @@ static struct
 	Oid			name_collation;
 	int			att[NUM_LEASE_COLUMNS]; /* 0-based attribute numbers */
 }			layout;
-
-static void
-lease_direct_relcache_callback(Datum arg, Oid relid)
-{
-	if (relid == InvalidOid || relid == layout.leases_oid ||
-		relid == layout.pkey_oid)
-		layout.valid = false;
-}
-
-void
-fencing_lease_direct_init(void)
-{
-	CacheRegisterRelcacheCallback(lease_direct_relcache_callback, (Datum) 0);
-}
 
 static bool
 has_update_triggers(Relation rel)
@@ -204,20 +191,21 @@ layout_is_usable(Relation rel)
 /*
  * Open fencing.leases for writing and say whether this path may handle
  * it.  The relcache callback has fired by the time the lock is held, so
- * the layout is judged on the table as it is now.
+ * the catalog asked again then tells whether the table changed.
  */
 static Relation
 open_leases(bool *usable)
 {
 	Oid			relid = fencing_catalog()->leases_oid;
 	Relation	rel = table_open(relid, RowExclusiveLock);
+	const FencingCatalog *cat = fencing_catalog();
 
-	if (!layout.valid || layout.leases_oid != relid)
+	if (layout.generation != cat->generation || layout.leases_oid != relid)
 	{
 		layout.leases_oid = relid;
 		layout.pkey_oid = InvalidOid;
-		layout.usable = layout_is_usable(rel);
-		layout.valid = true;
+		layout.usable = cat->leases_oid == relid && layout_is_usable(rel);
+		layout.generation = cat->generation;
 	}
 	*usable = layout.usable;
 	return rel;
@@ -265,24 +253,22 @@ counter_plus(Datum counter, int64 n)
 	return Int64GetDatum(result);
 }
 
-/* The holder columns equal $2 (holder) and $3 (role)? */
+/* The holder columns equal the request's holder and role? */
 static bool
-same_holder(const Datum *row, const Datum *values)
+same_holder(const Datum *row, const LeaseRequest *req)
 {
-	return DatumGetObjectId(row[layout.att[COL_HOLDER_ROLE]]) ==
-		DatumGetObjectId(values[2]) &&
-		text_equal(row[layout.att[COL_HOLDER]], values[1]);
+	return DatumGetObjectId(row[layout.att[COL_HOLDER_ROLE]]) == req->role &&
+		text_equal(row[layout.att[COL_HOLDER]], PointerGetDatum(req->holder));
 }
 
 /*
  * Judge the row as a statement of lease_store.c would, and if it
  * qualifies write the new values into row[] and nulls[].  TAKE returns
- * the new token and whether it took over an expired lease in results[].
+ * the new token and whether it took over an expired lease in *result.
  */
 static bool
 judge_and_change(LeaseStatement stmt, Datum *row, bool *nulls,
-				 const Datum *values, Datum *results, bool *isnull,
-				 int nresults)
+				 const LeaseRequest *req, LeaseResult *result)
 {
 	const int  *att = layout.att;
 	TimestampTz now = GetCurrentTimestamp();
@@ -291,22 +277,22 @@ judge_and_change(LeaseStatement stmt, Datum *row, bool *nulls,
 
 	if (stmt == LEASE_TAKE)
 	{
-		bool		own = same_holder(row, values);
+		bool		own = same_holder(row, req);
 		bool		takeover = !released && !own;
 
 		if (!released && !own &&
 			plus_interval(expires_at, row[att[COL_LOCK_DELAY]]) > now)
 			return false;
 
-		row[att[COL_HOLDER]] = values[1];
-		row[att[COL_HOLDER_ROLE]] = values[2];
+		row[att[COL_HOLDER]] = PointerGetDatum(req->holder);
+		row[att[COL_HOLDER_ROLE]] = ObjectIdGetDatum(req->role);
 		row[att[COL_TOKEN]] = Int64GetDatum(fencing_issue_token());
 		row[att[COL_ACQUIRED_AT]] = TimestampTzGetDatum(now);
 		row[att[COL_EXPIRES_AT]] =
-			TimestampTzGetDatum(plus_interval(now, values[3]));
+			TimestampTzGetDatum(plus_interval(now, req->ttl));
 		row[att[COL_RELEASED_AT]] = (Datum) 0;
 		nulls[att[COL_RELEASED_AT]] = true;
-		row[att[COL_LOCK_DELAY]] = values[4];
+		row[att[COL_LOCK_DELAY]] = req->lock_delay;
 		row[att[COL_TAKEOVER]] = BoolGetDatum(takeover);
 		row[att[COL_HOLDER_CHANGES]] =
 			counter_plus(row[att[COL_HOLDER_CHANGES]], own ? 0 : 1);
@@ -314,30 +300,24 @@ judge_and_change(LeaseStatement stmt, Datum *row, bool *nulls,
 		row[att[COL_EXPIRED_TAKEOVERS]] =
 			counter_plus(row[att[COL_EXPIRED_TAKEOVERS]], takeover ? 1 : 0);
 
-		if (nresults >= 1)
+		if (result != NULL)
 		{
-			results[0] = row[att[COL_TOKEN]];
-			isnull[0] = false;
-		}
-		if (nresults >= 2)
-		{
-			results[1] = BoolGetDatum(takeover);
-			isnull[1] = false;
+			result->token = DatumGetInt64(row[att[COL_TOKEN]]);
+			result->takeover = takeover;
 		}
 		return true;
 	}
 
-	/* RENEW and RELEASE: $2 is the current token, $3 the role, and live */
-	if (DatumGetInt64(row[att[COL_TOKEN]]) != DatumGetInt64(values[1]) ||
-		DatumGetObjectId(row[att[COL_HOLDER_ROLE]]) !=
-		DatumGetObjectId(values[2]) ||
+	/* RENEW and RELEASE: the current token and role, and live */
+	if (DatumGetInt64(row[att[COL_TOKEN]]) != req->token ||
+		DatumGetObjectId(row[att[COL_HOLDER_ROLE]]) != req->role ||
 		released || expires_at <= now)
 		return false;
 
 	if (stmt == LEASE_RENEW)
 	{
 		row[att[COL_EXPIRES_AT]] =
-			TimestampTzGetDatum(plus_interval(now, values[3]));
+			TimestampTzGetDatum(plus_interval(now, req->ttl));
 		row[att[COL_RENEWALS]] = counter_plus(row[att[COL_RENEWALS]], 1);
 	}
 	else
@@ -370,8 +350,8 @@ insert_key(Relation rel, Relation idx, TupleTableSlot *slot)
  */
 static LeaseDirectResult
 look_and_update(Relation rel, Relation idx, LeaseStatement stmt,
-				Snapshot snapshot, const Datum *values, Datum *results,
-				bool *isnull, int nresults, bool *again)
+				Snapshot snapshot, const LeaseRequest *req,
+				LeaseResult *result, bool *again)
 {
 	TupleDesc	desc = RelationGetDescr(rel);
 	ScanKeyData key;
@@ -382,7 +362,7 @@ look_and_update(Relation rel, Relation idx, LeaseStatement stmt,
 
 	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   layout.name_collation, layout.name_eq_proc,
-						   values[0]);
+						   PointerGetDatum(req->name));
 #if PG_VERSION_NUM >= 180000
 	scan = index_beginscan(rel, idx, snapshot, NULL, 1, 0);
 #else
@@ -401,7 +381,7 @@ look_and_update(Relation rel, Relation idx, LeaseStatement stmt,
 			   desc->natts * sizeof(bool));
 
 		if (judge_and_change(stmt, newslot->tts_values, newslot->tts_isnull,
-							 values, results, isnull, nresults))
+							 req, result))
 		{
 			TM_FailureData tmfd;
 			LockTupleMode lockmode;
@@ -458,8 +438,8 @@ look_and_update(Relation rel, Relation idx, LeaseStatement stmt,
  * whether a row was updated, seen but left alone, or not seen at all.
  */
 LeaseDirectResult
-fencing_lease_update_direct(LeaseStatement stmt, const Datum *values,
-							Datum *results, bool *isnull, int nresults)
+fencing_lease_update_direct(LeaseStatement stmt, const LeaseRequest *req,
+							LeaseResult *result)
 {
 	Relation	rel;
 	Relation	idx;
@@ -485,8 +465,8 @@ fencing_lease_update_direct(LeaseStatement stmt, const Datum *values,
 		Snapshot	snapshot = RegisterSnapshot(GetTransactionSnapshot());
 		bool		again = false;
 
-		outcome = look_and_update(rel, idx, stmt, snapshot, values, results,
-								  isnull, nresults, &again);
+		outcome = look_and_update(rel, idx, stmt, snapshot, req, result,
+								  &again);
 		UnregisterSnapshot(snapshot);
 		if (!again)
 			break;

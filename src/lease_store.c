@@ -11,7 +11,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "fencing.h"
+#include "postgres.h"
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -20,12 +20,46 @@
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "lease.h"
+
+/* what a statement's $n and result columns are: fields of LeaseRequest */
+typedef enum LeaseField
+{
+	F_NONE,
+	F_NAME,
+	F_HOLDER,
+	F_ROLE,
+	F_TOKEN,
+	F_TTL,
+	F_LOCK_DELAY,
+	F_CUTOFF,
+	F_TAKEOVER,
+	F_AVAILABLE_AT
+} LeaseField;
+
+static const Oid field_types[] = {
+	[F_NONE] = InvalidOid,
+	[F_NAME] = TEXTOID,
+	[F_HOLDER] = TEXTOID,
+	[F_ROLE] = REGROLEOID,
+	[F_TOKEN] = INT8OID,
+	[F_TTL] = INTERVALOID,
+	[F_LOCK_DELAY] = INTERVALOID,
+	[F_CUTOFF] = TIMESTAMPTZOID,
+	[F_TAKEOVER] = BOOLOID,
+	[F_AVAILABLE_AT] = TIMESTAMPTZOID,
+};
+
+#define MAX_LEASE_PARAMS	5
+#define MAX_LEASE_RESULTS	2
 
 typedef struct LeaseStatementDef
 {
 	const char *sql;
-	int			nargs;
-	Oid			argtypes[5];
+	LeaseField	params[MAX_LEASE_PARAMS];	/* $1, $2, ... */
+	LeaseField	results[MAX_LEASE_RESULTS]; /* columns of the first row */
 } LeaseStatementDef;
 
 #define EQ " OPERATOR(pg_catalog.=) "
@@ -41,7 +75,8 @@ typedef struct LeaseStatementDef
 	"(" alias ".released_at IS NULL AND NOT " SAME_HOLDER(alias) ")"
 
 /* $1 name, $2 holder, $3 role, $4 ttl, $5 lock delay */
-#define ACQUIRE_ARGS 5, {TEXTOID, TEXTOID, REGROLEOID, INTERVALOID, INTERVALOID}
+#define ACQUIRE_ARGS \
+	{F_NAME, F_HOLDER, F_ROLE, F_TTL, F_LOCK_DELAY}, {F_TOKEN, F_TAKEOVER}
 
 static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
 	/*
@@ -89,7 +124,7 @@ static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
 		"SELECT CASE WHEN l.released_at IS NULL"
 		"            THEN (l.expires_at" PLUS "l.lock_delay) END"
 		"  FROM fencing.leases AS l WHERE l.name" EQ "$1",
-		1, {TEXTOID}
+		{F_NAME}, {F_AVAILABLE_AT}
 	},
 	/* $1 name, $2 token, $3 role, $4 ttl */
 	[LEASE_RENEW] = {
@@ -98,7 +133,7 @@ static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
 		"       renewals = l.renewals" PLUS "1"
 		" WHERE l.name" EQ "$1 AND l.token" EQ "$2"
 		"   AND l.holder_role" EQ "$3 AND " LIVE("l"),
-		4, {TEXTOID, INT8OID, REGROLEOID, INTERVALOID}
+		{F_NAME, F_TOKEN, F_ROLE, F_TTL}
 	},
 	/* $1 name, $2 token, $3 role */
 	[LEASE_RELEASE] = {
@@ -107,20 +142,20 @@ static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
 		"       releases = l.releases" PLUS "1"
 		" WHERE l.name" EQ "$1 AND l.token" EQ "$2"
 		"   AND l.holder_role" EQ "$3 AND " LIVE("l"),
-		3, {TEXTOID, INT8OID, REGROLEOID}
+		{F_NAME, F_TOKEN, F_ROLE}
 	},
 	[LEASE_CHECK] = {
 		"SELECT 1 FROM fencing.leases AS l"
 		" WHERE l.name" EQ "$1 AND l.token" EQ "$2"
 		"   AND l.holder_role" EQ "$3 AND " LIVE("l")
 		" FOR SHARE OF l",
-		3, {TEXTOID, INT8OID, REGROLEOID}
+		{F_NAME, F_TOKEN, F_ROLE}
 	},
 	/* the role holding a live lease with this token */
 	[LEASE_HOLDER_ROLE] = {
 		"SELECT l.holder_role FROM fencing.leases AS l"
 		" WHERE l.name" EQ "$1 AND l.token" EQ "$2 AND " LIVE("l"),
-		2, {TEXTOID, INT8OID}
+		{F_NAME, F_TOKEN}, {F_ROLE}
 	},
 	/* would LEASE_TAKE or LEASE_CREATE succeed?  $1 name, $2 holder, $3 role */
 	[LEASE_TAKEABLE] = {
@@ -131,7 +166,7 @@ static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
 		"           OR " SAME_HOLDER("l")
 		"      FROM fencing.leases AS l WHERE l.name" EQ "$1),"
 		"   true)",
-		3, {TEXTOID, TEXTOID, REGROLEOID}
+		{F_NAME, F_HOLDER, F_ROLE}
 	},
 	/* $1 name: end a live lease, or a pending lock delay, whoever holds it */
 	[LEASE_FORCE_RELEASE] = {
@@ -142,7 +177,7 @@ static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
 		"   AND (l.expires_at" PLUS "l.lock_delay)"
 		"       OPERATOR(pg_catalog.>) " NOW
 		" RETURNING l.token, l.holder",
-		1, {TEXTOID}
+		{F_NAME}, {F_TOKEN, F_HOLDER}
 	},
 	/* $1 cutoff: delete leases free (released, or expired) since before */
 	[LEASE_PURGE] = {
@@ -150,7 +185,7 @@ static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
 		" WHERE COALESCE(l.released_at,"
 		"                (l.expires_at" PLUS "l.lock_delay))"
 		"       OPERATOR(pg_catalog.<) $1",
-		1, {TIMESTAMPTZOID}
+		{F_CUTOFF}
 	},
 };
 
@@ -159,6 +194,16 @@ static SPIPlanPtr lease_plans[NUM_LEASE_STATEMENTS];
 /* true while one of our statements runs: see fencing_leases_restored */
 bool		fencing_writing_leases = false;
 
+static int
+count_fields(const LeaseField *fields, int max)
+{
+	int			n = 0;
+
+	while (n < max && fields[n] != F_NONE)
+		n++;
+	return n;
+}
+
 static SPIPlanPtr
 lease_plan(LeaseStatement stmt)
 {
@@ -166,9 +211,13 @@ lease_plan(LeaseStatement stmt)
 
 	if (lease_plans[stmt] == NULL)
 	{
-		SPIPlanPtr	plan = SPI_prepare(def->sql, def->nargs,
-									   (Oid *) def->argtypes);
+		int			nargs = count_fields(def->params, MAX_LEASE_PARAMS);
+		Oid			argtypes[MAX_LEASE_PARAMS];
+		SPIPlanPtr	plan;
 
+		for (int i = 0; i < nargs; i++)
+			argtypes[i] = field_types[def->params[i]];
+		plan = SPI_prepare(def->sql, nargs, argtypes);
 		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed for fencing statement %d: %s",
 				 (int) stmt, SPI_result_code_string(SPI_result));
@@ -179,17 +228,95 @@ lease_plan(LeaseStatement stmt)
 	return lease_plans[stmt];
 }
 
+/* The statement's $1, $2, ... from the request. */
+static void
+request_params(LeaseStatement stmt, const LeaseRequest *req, Datum *values)
+{
+	const LeaseStatementDef *def = &lease_statements[stmt];
+
+	for (int i = 0; i < MAX_LEASE_PARAMS && def->params[i] != F_NONE; i++)
+	{
+		switch (def->params[i])
+		{
+			case F_NAME:
+				values[i] = PointerGetDatum(req->name);
+				break;
+			case F_HOLDER:
+				values[i] = PointerGetDatum(req->holder);
+				break;
+			case F_ROLE:
+				values[i] = ObjectIdGetDatum(req->role);
+				break;
+			case F_TOKEN:
+				values[i] = Int64GetDatum(req->token);
+				break;
+			case F_TTL:
+				values[i] = req->ttl;
+				break;
+			case F_LOCK_DELAY:
+				values[i] = req->lock_delay;
+				break;
+			case F_CUTOFF:
+				values[i] = TimestampTzGetDatum(req->cutoff);
+				break;
+			default:
+				elog(ERROR, "fencing statement %d has a bad parameter %d",
+					 (int) stmt, (int) def->params[i]);
+		}
+	}
+}
+
+/* The first row's columns into *result; text is copied into "cxt". */
+static void
+store_results(LeaseStatement stmt, LeaseResult *result, MemoryContext cxt)
+{
+	const LeaseStatementDef *def = &lease_statements[stmt];
+
+	for (int i = 0; i < MAX_LEASE_RESULTS && def->results[i] != F_NONE; i++)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0],
+									  SPI_tuptable->tupdesc, i + 1, &isnull);
+
+		switch (def->results[i])
+		{
+			case F_TOKEN:
+				result->token = isnull ? 0 : DatumGetInt64(d);
+				break;
+			case F_TAKEOVER:
+				result->takeover = !isnull && DatumGetBool(d);
+				break;
+			case F_HOLDER:
+				result->holder = isnull ? NULL :
+					MemoryContextStrdup(cxt, TextDatumGetCString(d));
+				break;
+			case F_ROLE:
+				result->holder_role = isnull ? InvalidOid : DatumGetObjectId(d);
+				break;
+			case F_AVAILABLE_AT:
+				result->available_now = isnull;
+				result->available_at = isnull ? 0 : DatumGetTimestampTz(d);
+				break;
+			default:
+				elog(ERROR, "fencing statement %d has a bad result %d",
+					 (int) stmt, (int) def->results[i]);
+		}
+	}
+}
+
 /*
  * Does the read-only statement find a row, in the transaction's snapshot
  * or in the latest one?
  */
 static bool
-lease_probe(LeaseStatement stmt, Datum *values, bool latest)
+lease_probe(LeaseStatement stmt, const LeaseRequest *req, bool latest)
 {
 	FencingOwnerScope scope;
+	Datum		values[MAX_LEASE_PARAMS];
 	int			rc;
 	bool		found;
 
+	request_params(stmt, req, values);
 	fencing_become_owner(&scope);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -213,34 +340,36 @@ lease_probe(LeaseStatement stmt, Datum *values, bool latest)
  * the transaction's snapshot.  When it answered "no" but the latest
  * committed row says "yes" (probe finds a row now that the snapshot does
  * not), the answer came from a stale row: raise a serialization failure,
- * as PostgreSQL does for a write to such a row.  values[0] is the name.
+ * as PostgreSQL does for a write to such a row.
  */
 void
-fencing_check_lease_snapshot(LeaseStatement probe, Datum *values)
+fencing_check_lease_snapshot(LeaseStatement probe, const LeaseRequest *req)
 {
 	if (!IsolationUsesXactSnapshot())
 		return;
-	if (lease_probe(probe, values, true) && !lease_probe(probe, values, false))
+	if (lease_probe(probe, req, true) && !lease_probe(probe, req, false))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("could not serialize access due to concurrent update of lease \"%s\"",
-						text_to_cstring(DatumGetTextPP(values[0]))),
+						text_to_cstring(req->name)),
 				 errhint("The transaction might succeed if retried.")));
 }
 
 /*
  * Run one statement as the owner.  Returns the number of rows it touched;
- * the first row's first "nresults" columns go to results[] (NULL columns
- * to isnull[]), copied out of SPI's memory.
+ * the first row's result columns go to *result, if not NULL.
  */
 static uint64
-run_statement(LeaseStatement stmt, Datum *values,
-			  Datum *results, bool *isnull, int nresults)
+run_statement(LeaseStatement stmt, const LeaseRequest *req,
+			  LeaseResult *result)
 {
+	MemoryContext cxt = CurrentMemoryContext;
 	FencingOwnerScope scope;
+	Datum		values[MAX_LEASE_PARAMS];
 	uint64		processed;
 	int			rc;
 
+	request_params(stmt, req, values);
 	fencing_become_owner(&scope);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -259,16 +388,8 @@ run_statement(LeaseStatement stmt, Datum *values,
 		elog(ERROR, "fencing statement %d failed: %s",
 			 (int) stmt, SPI_result_code_string(rc));
 	processed = SPI_processed;
-
-	for (int i = 0; i < nresults && processed > 0; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(SPI_tuptable->tupdesc, i);
-		Datum		d = SPI_getbinval(SPI_tuptable->vals[0],
-									  SPI_tuptable->tupdesc, i + 1, &isnull[i]);
-
-		results[i] = isnull[i] ? (Datum) 0 :
-			SPI_datumTransfer(d, att->attbyval, att->attlen);
-	}
+	if (result != NULL && processed > 0)
+		store_results(stmt, result, cxt);
 
 	SPI_finish();
 	fencing_restore_user(&scope);
@@ -300,40 +421,32 @@ locks_rows(LeaseStatement stmt)
 	}
 }
 
-uint64
-fencing_run_lease_statement(LeaseStatement stmt, Datum *values,
-							Datum *results, bool *isnull, int nresults)
-{
-	return fencing_run_lease_statement_seen(stmt, values, results, isnull,
-											nresults, NULL);
-}
-
 /*
- * The same, and *row_seen (if not NULL) tells whether the statement saw
- * the lease row and left it alone because it did not qualify.  Only the
- * direct path knows; through SPI it stays false.
+ * Run a statement on fencing.leases.  Returns the number of rows it
+ * touched; *result (if not NULL) gets what the first one returned, and
+ * result->row_seen tells whether the statement saw the lease row and left
+ * it alone because it did not qualify (only the direct path knows; through
+ * SPI it stays false).
  */
 uint64
-fencing_run_lease_statement_seen(LeaseStatement stmt, Datum *values,
-								 Datum *results, bool *isnull, int nresults,
-								 bool *row_seen)
+fencing_run_lease_statement(LeaseStatement stmt, const LeaseRequest *req,
+							LeaseResult *result)
 {
 	MemoryContext oldcontext = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
 	uint64		processed = 0;
 
-	if (row_seen)
-		*row_seen = false;
+	if (result != NULL)
+		result->row_seen = false;
 	if (stmt == LEASE_TAKE || stmt == LEASE_RENEW || stmt == LEASE_RELEASE)
 	{
-		switch (fencing_lease_update_direct(stmt, values, results, isnull,
-											nresults))
+		switch (fencing_lease_update_direct(stmt, req, result))
 		{
 			case LEASE_DIRECT_UPDATED:
 				return 1;
 			case LEASE_DIRECT_UNCHANGED:
-				if (row_seen)
-					*row_seen = true;
+				if (result != NULL)
+					result->row_seen = true;
 				return 0;
 			case LEASE_DIRECT_MISSING:
 				return 0;
@@ -343,13 +456,13 @@ fencing_run_lease_statement_seen(LeaseStatement stmt, Datum *values,
 	}
 
 	if (!locks_rows(stmt))
-		return run_statement(stmt, values, results, isnull, nresults);
+		return run_statement(stmt, req, result);
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(oldcontext);
 	PG_TRY();
 	{
-		processed = run_statement(stmt, values, results, isnull, nresults);
+		processed = run_statement(stmt, req, result);
 	}
 	PG_CATCH();
 	{

@@ -44,7 +44,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "fencing.h"
+#include "postgres.h"
 
 #include "access/relation.h"
 #include "access/xlog.h"
@@ -59,6 +59,10 @@
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
+
+#include "token.h"
+/* fencing_is_lease_admin, fencing_writing_leases: to go (issue 12) */
+#include "lease.h"
 
 #define TOKEN_BAND_BITS		44
 #define BASE_BAND_BITS		20

@@ -1,0 +1,94 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease.h
+ *	  The lease layer (lease*.c, events.c): leases on top of tokens.  It
+ *	  may call the token layer; the token layer never calls it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef FENCING_LEASE_H
+#define FENCING_LEASE_H
+
+#include "token.h"
+
+#include "datatype/timestamp.h"
+
+/* lease_store.c: the statements on fencing.leases */
+typedef enum LeaseStatement
+{
+	LEASE_TAKE,
+	LEASE_CREATE,
+	LEASE_AVAILABLE_AT,
+	LEASE_RENEW,
+	LEASE_RELEASE,
+	LEASE_CHECK,
+	LEASE_HOLDER_ROLE,
+	LEASE_TAKEABLE,
+	LEASE_FORCE_RELEASE,
+	LEASE_PURGE,
+	NUM_LEASE_STATEMENTS
+} LeaseStatement;
+
+/*
+ * The arguments of a lease statement, by name.  Each statement reads the
+ * fields it needs (lease_store.c says which) and ignores the others.
+ */
+typedef struct LeaseRequest
+{
+	text	   *name;			/* the lease */
+	text	   *holder;			/* TAKE, CREATE, TAKEABLE */
+	Oid			role;			/* the holder's role */
+	int64		token;			/* RENEW, RELEASE, CHECK, HOLDER_ROLE */
+	Datum		ttl;			/* interval: TAKE, CREATE, RENEW */
+	Datum		lock_delay;		/* interval: TAKE, CREATE */
+	TimestampTz cutoff;			/* PURGE */
+} LeaseRequest;
+
+/* What a statement found out, from its first row. */
+typedef struct LeaseResult
+{
+	int64		token;			/* TAKE, CREATE, FORCE_RELEASE */
+	bool		takeover;		/* TAKE, CREATE: took over an expired lease */
+	char	   *holder;			/* FORCE_RELEASE: who lost the lease */
+	Oid			holder_role;	/* HOLDER_ROLE */
+	bool		available_now;	/* AVAILABLE_AT: free now */
+	TimestampTz available_at;	/* AVAILABLE_AT: else from then on */
+	bool		row_seen;		/* saw the row, which did not qualify */
+} LeaseResult;
+
+extern uint64 fencing_run_lease_statement(LeaseStatement stmt,
+										  const LeaseRequest *req,
+										  LeaseResult *result);
+extern void fencing_check_lease_snapshot(LeaseStatement probe,
+										 const LeaseRequest *req);
+extern bool fencing_writing_leases;
+
+/* lease_direct.c */
+typedef enum LeaseDirectResult
+{
+	LEASE_DIRECT_UNSUPPORTED,	/* the table does not qualify: use SPI */
+	LEASE_DIRECT_UPDATED,
+	LEASE_DIRECT_UNCHANGED,		/* the row was seen and did not qualify */
+	LEASE_DIRECT_MISSING		/* no row was seen */
+} LeaseDirectResult;
+
+extern LeaseDirectResult fencing_lease_update_direct(LeaseStatement stmt,
+													 const LeaseRequest *req,
+													 LeaseResult *result);
+
+/* lease.c */
+extern void fencing_lease_init(void);
+extern bool fencing_is_lease_admin(Oid roleid);
+extern void fencing_lease_freed(text *name, int64 token, const char *event,
+								const char *holder);
+
+/* events.c */
+extern void fencing_events_init(void);
+extern void fencing_waiter_register(const char *name, int len);
+extern void fencing_waiter_unregister(const char *name, int len);
+extern void fencing_waiter_sleep(long timeout_ms);
+extern void fencing_wake_waiters_at_commit(const char *name, int len);
+extern void fencing_notify(const char *event, const char *name, int len,
+						   int64 token, const char *holder);
+
+#endif							/* FENCING_LEASE_H */
