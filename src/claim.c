@@ -32,7 +32,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "fencing.h"
+#include "postgres.h"
 
 #include "access/htup_details.h"
 #include "access/xact.h"
@@ -48,6 +48,8 @@
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/rel.h"
+
+#include "resource.h"
 
 FENCING_FUNCTION(fencing_claim_stamp);
 FENCING_FUNCTION(fencing_claim_guard);
