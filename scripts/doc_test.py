@@ -43,6 +43,10 @@ something fixed.  A
 block without a ```text block must not print an ERROR, a WARNING or a psql
 error (shell blocks: must exit 0).
 
+Links.  Every relative link of these pages must name a file that exists
+and, with an anchor, a heading of it (GitHub's anchors).  A broken link is
+printed as WARN, or as FAIL with DOC_TEST_LINKS=fail.
+
 Prints one line per block (ok / FAIL / SKIP with file:line), a diff for each
 failure, and at the end "doc test: N passed, N failed, N skipped".  Exits
 1 if any block failed.
@@ -65,7 +69,7 @@ SHELL_PAGES = [
     "examples/node/README.md",
     "examples/c/README.md",
 ]
-SHELL_LANGS = {"sh", "bash", "shell", "console"}
+SHELL_LANGS = {"sh", "bash", "shell"}
 TIMEOUT = int(os.environ.get("DOC_TEST_TIMEOUT", "300"))  # per session
 
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([A-Za-z0-9_+-]*)\s*$")
@@ -436,6 +440,76 @@ def judge_shell(res, b, lines):
         judge(res, b, lines)
 
 
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def slug(heading):
+    """GitHub's anchor for a heading."""
+    h = re.sub(r"[`*_]|<[^>]*>", "", heading.strip().lower())
+    h = re.sub(r"[^\w\- ]", "", h)
+    return h.replace(" ", "-")
+
+
+def anchors(path, cache={}):
+    if path not in cache:
+        found = set()
+        seen = {}
+        in_code = False
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if FENCE.match(line):
+                    in_code = not in_code
+                    continue
+                if in_code:
+                    continue
+                m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+                if m:
+                    a = slug(m.group(1))
+                    n = seen.get(a, 0)
+                    seen[a] = n + 1
+                    found.add(a if n == 0 else f"{a}-{n}")
+                for m in re.finditer(r"""(?:id|name)=["']([^"']+)["']""", line):
+                    found.add(m.group(1))
+        cache[path] = found
+    return cache[path]
+
+
+def check_links(path, res):
+    """Relative links of a page: the file exists, and so does the heading an
+    anchor names.  Broken links are printed as WARN (DOC_TEST_LINKS=fail: FAIL)."""
+    strict = os.environ.get("DOC_TEST_LINKS", "warn") == "fail"
+    base = os.path.dirname(path)
+    in_code = False
+    bad = 0
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if FENCE.match(line):
+                in_code = not in_code
+                continue
+            if in_code:
+                continue
+            for m in LINK.finditer(re.sub(r"`[^`]*`", "", line)):
+                target = m.group(1)
+                if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):
+                    continue  # https:, mailto:
+                file, _, anchor = target.partition("#")
+                dest = os.path.normpath(os.path.join(base, file)) if file else path
+                why = None
+                if not os.path.exists(dest):
+                    why = "no such file"
+                elif anchor and dest.endswith(".md") and anchor not in anchors(dest):
+                    why = f"no heading #{anchor} in {dest}"
+                if why:
+                    bad += 1
+                    msg = f"{path}:{n} link {target}: {why}"
+                    if strict:
+                        res.failed += 1
+                        res.lines.append((n, f"FAIL  {msg}"))
+                    else:
+                        res.lines.append((n, f"WARN  {msg}"))
+    return bad
+
+
 def main(argv):
     t0 = time.time()
     pages = argv[1:] or (SQL_PAGES + SHELL_PAGES)
@@ -449,6 +523,7 @@ def main(argv):
                 continue
             blocks = parse(p)
             try:
+                check_links(p, res)
                 if p in SHELL_PAGES:
                     run_shell_page(p, blocks, res, workdir)
                 else:
