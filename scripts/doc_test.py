@@ -43,9 +43,11 @@ something fixed.  A
 block without a ```text block must not print an ERROR, a WARNING or a psql
 error (shell blocks: must exit 0).
 
-Links.  Every relative link of these pages must name a file that exists
-and, with an anchor, a heading of it (GitHub's anchors).  A broken link is
-printed as WARN, or as FAIL with DOC_TEST_LINKS=fail.
+Links and coverage.  Every relative link of these pages must name a file
+that exists and, with an anchor, a heading of it (GitHub's anchors), and
+README.md must name every function of the install script (but the internal
+_ ones) as `name(` and have a row `| \`LFnnn\`` for every LF SQLSTATE of
+src/.  A miss is printed as WARN, or as FAIL with DOC_TEST_STRICT=1.
 
 Prints one line per block (ok / FAIL / SKIP with file:line), a diff for each
 failure, and at the end "doc test: N passed, N failed, N skipped".  Exits
@@ -84,6 +86,8 @@ PROBLEM = re.compile(
     r"|^(psql:\S*: )?\\\w+: "
 )
 MARK = "@@doc-test@@"
+# broken links and undocumented functions or SQLSTATEs: WARN, or FAIL
+STRICT = os.environ.get("DOC_TEST_STRICT", "0") == "1"
 
 
 class Block:
@@ -96,7 +100,7 @@ class Block:
         self.new_session = False
         for kind, arg in directives:
             if kind == "not tested":
-                self.skip = arg or "no reason given"
+                self.skip = arg or ""
             elif kind == "new session":
                 self.new_session = True
         self.expected = None  # list of lines
@@ -294,6 +298,9 @@ class Result:
         self.failures.append((b, why, diff))
 
     def skip(self, b):
+        if not b.skip:
+            self.fail(b, "<!-- not tested: REASON --> without a reason")
+            return
         self.skipped += 1
         self.lines.append((b.line, f"SKIP  {b.where()} {b.lang}: not tested: {b.skip}"))
 
@@ -330,9 +337,9 @@ def judge(res, b, lines, rc_note=None):
 def run_sql_page(path, blocks, res, workdir):
     tested = [b for b in blocks if b.lang == "sql"]
     for b in tested:
-        if b.skip:
+        if b.skip is not None:
             res.skip(b)
-    tested = [b for b in tested if not b.skip]
+    tested = [b for b in tested if b.skip is None]
     if not tested:
         return
     for b in tested:
@@ -388,9 +395,9 @@ def run_sql_page(path, blocks, res, workdir):
 def run_shell_page(path, blocks, res, workdir):
     tested = [b for b in blocks if b.lang in SHELL_LANGS or b.lang == "sql"]
     for b in tested:
-        if b.skip:
+        if b.skip is not None:
             res.skip(b)
-    tested = [b for b in tested if not b.skip]
+    tested = [b for b in tested if b.skip is None]
     if not tested:
         return
     before = snapshot()
@@ -476,8 +483,8 @@ def anchors(path, cache={}):
 
 def check_links(path, res):
     """Relative links of a page: the file exists, and so does the heading an
-    anchor names.  Broken links are printed as WARN (DOC_TEST_LINKS=fail: FAIL)."""
-    strict = os.environ.get("DOC_TEST_LINKS", "warn") == "fail"
+    anchor names.  Broken links are printed as WARN (DOC_TEST_STRICT=1: FAIL)."""
+    strict = STRICT
     base = os.path.dirname(path)
     in_code = False
     bad = 0
@@ -510,6 +517,34 @@ def check_links(path, res):
     return bad
 
 
+def check_coverage(res):
+    """Every function of the install scripts (but the internal _ ones) and
+    every LF SQLSTATE of src/ is named in README.md (the reference and
+    SQLSTATE tables)."""
+    with open("README.md", encoding="utf-8") as f:
+        readme = f.read()
+    names = set()
+    for script in glob.glob("fencing--*.sql"):
+        with open(script, encoding="utf-8") as f:
+            names |= set(re.findall(r"CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+fencing\.([a-z][a-z0-9_]*)",
+                                    f.read(), re.I))
+    codes = set()
+    for src in glob.glob("src/*.[ch]"):
+        with open(src, encoding="utf-8") as f:
+            for m in re.finditer(r"MAKE_SQLSTATE\('L',\s*'F',\s*'(\d)',\s*'(\d)',\s*'(\d)'\)", f.read()):
+                codes.add("LF" + "".join(m.groups()))
+    missing = ([f"function fencing.{n}() is not in the reference" for n in sorted(names)
+                if not re.search(r"`" + re.escape(n) + r"\(", readme)]
+               + [f"SQLSTATE {c} is not in the SQLSTATE table" for c in sorted(codes)
+                  if not re.search(r"^\| `" + c + r"`", readme, re.M)])
+    for m in missing:
+        if STRICT:
+            res.failed += 1
+            print(f"FAIL  README.md: {m}")
+        else:
+            print(f"WARN  README.md: {m}")
+
+
 def main(argv):
     t0 = time.time()
     pages = argv[1:] or (SQL_PAGES + SHELL_PAGES)
@@ -532,6 +567,8 @@ def main(argv):
                 res.flush()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    if not argv[1:]:
+        check_coverage(res)
     for b, why, diff in res.failures:
         print()
         print(f"==== {b.where()}: {why}")
