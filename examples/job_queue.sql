@@ -9,7 +9,10 @@
 -- fence column.  Heartbeat, complete and fail must present that token:
 -- a worker whose claim expired and was taken over by another worker holds
 -- an older token, and its writes are refused with SQLSTATE LF001 instead
--- of overwriting the newer worker's result.  See examples/README.md.
+-- of overwriting the newer worker's result.  Claims, heartbeats,
+-- completions and failures all write through fencing.fence_advance, so each
+-- is durable before it is acknowledged even with synchronous_commit = off.
+-- See examples/README.md.
 --
 -- Errors a worker can get back:
 --   LF001  its token is stale: the job was reclaimed by a newer claim
@@ -203,8 +206,12 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	-- Fast path: the current claimant of a running job, one statement.
+	-- fence_advance cannot refuse here (the fence equals the token); it
+	-- makes the write durable before it is acknowledged, whatever
+	-- synchronous_commit says, like every fenced write.
 	UPDATE job_queue.jobs AS j
-	   SET lease_until = clock_timestamp() + heartbeat.lease,
+	   SET fence = fencing.fence_advance(j.fence, heartbeat.token, true),
+		   lease_until = clock_timestamp() + heartbeat.lease,
 		   updated_at = clock_timestamp()
 	 WHERE j.id = heartbeat.id AND j.fence = heartbeat.token
 	   AND j.state = 'running'
@@ -246,9 +253,11 @@ AS $$
 DECLARE
 	changed		bigint;
 BEGIN
-	-- Fast path: the current claimant of a running job, one statement.
+	-- Fast path: the current claimant of a running job, one statement
+	-- (fence_advance: durable, as in heartbeat).
 	UPDATE job_queue.jobs AS j
-	   SET state = 'done',
+	   SET fence = fencing.fence_advance(j.fence, complete.token, true),
+		   state = 'done',
 		   result = complete.result,
 		   lease_until = NULL,
 		   updated_at = clock_timestamp()

@@ -9,6 +9,11 @@
  * the statement really updates, whatever plan the planner picks, and
  * raises instead of letting a stale write turn into a silent "0 rows".
  *
+ * Every fenced write is made durable before it is acknowledged, whatever
+ * synchronous_commit says (fencing_fenced_write_durable): a write lost in a
+ * crash after its client was told it succeeded would move the row's fence
+ * back, and the stale holder the fence refused would get in.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -58,13 +63,39 @@ fencing_report_stale(int64 token, int64 fence, const char *relname)
 			 errhint("A newer holder has taken over; stop writing and re-acquire.")));
 }
 
-/* fence_check(fence, token): fence IS NULL OR fence < token */
+/*
+ * The transaction that makes this fenced write commits synchronously, as
+ * the lease functions' do.  ForceSyncCommit() only sets a flag that commit
+ * reads: with synchronous_commit = on, which flushes anyway, it costs
+ * nothing; with off, a fenced write waits for its WAL flush, and writes
+ * without a token do not.  A transaction that wrote nothing flushes
+ * nothing.  Only a remote standby's confirmation is still governed by
+ * synchronous_commit.
+ *
+ * FENCING_NO_DURABLE_FENCE skips it, for scripts/negative_control.sh
+ * only: that build must fail t/008_durable_fence.pl.  Never release it.
+ */
+void
+fencing_fenced_write_durable(void)
+{
+#ifndef FENCING_NO_DURABLE_FENCE
+	ForceSyncCommit();
+#endif
+}
+
+/*
+ * fence_check(fence, token): fence IS NULL OR fence < token.  A true answer
+ * lets the row be written with the token, so the write is made durable.
+ */
 Datum
 fencing_fence_check(PG_FUNCTION_ARGS)
 {
 	int64		token = fencing_token_arg(fcinfo, 1);
+	bool		allowed = PG_ARGISNULL(0) || PG_GETARG_INT64(0) < token;
 
-	PG_RETURN_BOOL(PG_ARGISNULL(0) || PG_GETARG_INT64(0) < token);
+	if (allowed)
+		fencing_fenced_write_durable();
+	PG_RETURN_BOOL(allowed);
 }
 
 /* fence_allows(fence, token): fence IS NULL OR fence <= token */
@@ -72,8 +103,11 @@ Datum
 fencing_fence_allows(PG_FUNCTION_ARGS)
 {
 	int64		token = fencing_token_arg(fcinfo, 1);
+	bool		allowed = PG_ARGISNULL(0) || PG_GETARG_INT64(0) <= token;
 
-	PG_RETURN_BOOL(PG_ARGISNULL(0) || PG_GETARG_INT64(0) <= token);
+	if (allowed)
+		fencing_fenced_write_durable();
+	PG_RETURN_BOOL(allowed);
 }
 
 /*
@@ -97,6 +131,7 @@ fencing_fence_advance(PG_FUNCTION_ARGS)
 		if (fence > token || (fence == token && !allow_same))
 			fencing_report_stale(token, fence, NULL);
 	}
+	fencing_fenced_write_durable();
 	PG_RETURN_INT64(token);
 }
 

@@ -17,6 +17,9 @@
  *	 with the second argument 'allow_unfenced'.
  * INSERT: a NULL fence is stamped with the declared token, if any.
  *
+ * Every write it lets through with a token (or a fence) is made durable
+ * before it is acknowledged (fencing_fenced_write_durable, fence.c).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -206,8 +209,14 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 	{
 		HeapTuple	tuple = trigdata->tg_trigtuple;
 
-		if (!has_token || fence_value(tuple, desc, attnum, &new_fence))
+		if (fence_value(tuple, desc, attnum, &new_fence))
+		{
+			fencing_fenced_write_durable();
 			return PointerGetDatum(tuple);
+		}
+		if (!has_token)
+			return PointerGetDatum(tuple);
+		fencing_fenced_write_durable();
 		return PointerGetDatum(stamp_fence(tuple, desc, attnum, token));
 	}
 
@@ -220,8 +229,14 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 			if (!allow_unfenced)
 				report_unfenced(rel, colname, "DELETE");
 		}
-		else if (has_old && token < old_fence)
-			fencing_report_stale(token, old_fence, RelationGetRelationName(rel));
+		else
+		{
+			if (has_old && token < old_fence)
+				fencing_report_stale(token, old_fence,
+									 RelationGetRelationName(rel));
+			/* a lost DELETE would bring back the row and its older fence */
+			fencing_fenced_write_durable();
+		}
 		return PointerGetDatum(trigdata->tg_trigtuple);
 	}
 
@@ -249,8 +264,13 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 								   (long long) old_fence)));
 			}
 		}
-		else if (has_old && new_fence < old_fence)
-			fencing_report_stale(new_fence, old_fence, RelationGetRelationName(rel));
+		else
+		{
+			if (has_old && new_fence < old_fence)
+				fencing_report_stale(new_fence, old_fence,
+									 RelationGetRelationName(rel));
+			fencing_fenced_write_durable();
+		}
 		return PointerGetDatum(trigdata->tg_newtuple);
 	}
 
@@ -263,6 +283,7 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 	}
 	if (has_old && token < old_fence)
 		fencing_report_stale(token, old_fence, RelationGetRelationName(rel));
+	fencing_fenced_write_durable();
 	return PointerGetDatum(stamp_fence(trigdata->tg_newtuple, desc, attnum,
 									   token));
 }
