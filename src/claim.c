@@ -436,5 +436,7 @@ fencing_claim_guard(PG_FUNCTION_ARGS)
 	}
 	if (delivery != stamp)
 		report_claim_refusal(rel, delivery, stamp);
+	/* an acknowledged delivery survives a crash, as every fenced write */
+	fencing_fenced_write_durable();
 	return PointerGetDatum(result);
 }
