@@ -16,6 +16,10 @@ cd "$(dirname "$0")/.."
 suites=${FENCING_SUITES:-"regress isolation docs tap negative model"}
 
 fencing_install_deps
+# npm packages of the TAP tests, installed once per lock file (postgres runs them)
+if [ "$(id -u)" -eq 0 ]; then
+	install -d -o postgres -g postgres /var/cache/fencing-npm
+fi
 private=
 if [ -n "${FENCING_PRIVATE:-}" ]; then
 	private=$(mktemp -d /tmp/fencing-inst.XXXXXX)

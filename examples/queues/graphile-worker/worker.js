@@ -1,0 +1,133 @@
+'use strict';
+// A graphile-worker 0.16 worker for the fencing recipe (see
+// ../../../docs/queues.md).
+//
+//   node worker.js setup            run graphile-worker's migrations
+//   node worker.js send N           add N jobs of task "work"
+//   node worker.js work fenced|unfenced
+//
+// Connection: PGHOST, PGPORT, PGDATABASE, PGUSER.  Modules: NODE_PATH
+// pointing at examples/queues/node/node_modules (npm ci there).
+//
+// Each delivery writes the job's row of qtest.domain twice, a little
+// apart, with the token its claim stamped (helpers.job.fencing_token), then
+// completes the job itself: SET LOCAL fencing.token and DELETE the job, in
+// one transaction.  Fenced, the writes go through fencing.fence_advance and
+// the DELETE through the claim_guard trigger; unfenced, plainly.  One line
+// of JSON per event on stdout.
+const { Pool } = require('pg');
+const { run, makeWorkerUtils } = require('graphile-worker');
+
+const [cmd, arg] = process.argv.slice(2);
+const conn = {
+  host: process.env.PGHOST,
+  port: process.env.PGPORT,
+  database: process.env.PGDATABASE,
+  user: process.env.PGUSER || process.env.USER,
+};
+const log = (ev) => process.stdout.write(JSON.stringify({ pid: process.pid, ...ev }) + '\n');
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function inTransaction(pool, token, fn) {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    if (token !== null) await client.query("SELECT set_config('fencing.token', $1, true)", [token]);
+    const r = await fn(client);
+    await client.query('COMMIT');
+    return r;
+  } catch (e) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw e;
+  } finally {
+    client.release();
+  }
+}
+
+async function write(pool, fenced, job, token, step) {
+  try {
+    await inTransaction(pool, null, async (c) => {
+      await c.query(fenced
+        ? `UPDATE qtest.domain SET fence = fencing.fence_advance(fence, $2, true),
+                                   last_token = $2, writes = writes + 1 WHERE job = $1`
+        : 'UPDATE qtest.domain SET last_token = $2, writes = writes + 1 WHERE job = $1',
+      [`gw:${job}`, token]);
+      await c.query(`INSERT INTO qtest.history (job, kind, token, step, worker)
+                     VALUES ($1, 'write', $2, $3, $4)`, [`gw:${job}`, token, step, process.pid]);
+    });
+    log({ ev: 'write', job, token, step, ok: true });
+  } catch (e) {
+    log({ ev: 'write', job, token, step, ok: false, code: e.code, msg: e.message });
+    throw e;
+  }
+}
+
+// The completion graphile-worker would send (completeJob, for a job in no
+// named queue), sent by the task with its token declared.
+async function complete(pool, fenced, job, token) {
+  try {
+    const n = await inTransaction(pool, fenced ? token : null, async (c) => {
+      const r = await c.query('DELETE FROM graphile_worker._private_jobs WHERE id = $1::bigint', [job]);
+      if (r.rowCount === 1) {
+        await c.query(`INSERT INTO qtest.history (job, kind, token, worker)
+                       VALUES ($1, 'complete', $2, $3)`, [`gw:${job}`, token, process.pid]);
+      }
+      return r.rowCount;
+    });
+    log({ ev: 'complete', job, token, ok: true, affected: n });
+    if (n === 0) throw new Error(`job ${job} was already completed by a newer delivery`);
+  } catch (e) {
+    if (e.code) log({ ev: 'complete', job, token, ok: false, code: e.code, msg: e.message });
+    throw e;
+  }
+}
+
+async function main() {
+  const pool = new Pool({ ...conn, max: 4 });
+  if (cmd === 'setup') {
+    const utils = await makeWorkerUtils({ pgPool: pool });
+    await utils.migrate();
+    await utils.release();
+    await pool.end();
+    return;
+  }
+  if (cmd === 'send') {
+    const utils = await makeWorkerUtils({ pgPool: pool });
+    for (let i = 0; i < Number(arg); i++) await utils.addJob('work', { n: i });
+    await utils.release();
+    await pool.end();
+    return;
+  }
+  if (cmd === 'work') {
+    const fenced = arg !== 'unfenced';
+    const runner = await run({
+      pgPool: pool,
+      concurrency: 1,
+      noHandleSignals: true,
+      pollInterval: 200,
+      // graphile-worker's rescue of jobs locked for over 4 hours, every
+      // 0.3 to 0.6 s instead of 8 to 10 minutes
+      minResetLockedInterval: 300,
+      maxResetLockedInterval: 600,
+      logger: new (require('graphile-worker').Logger)(() => () => {}),
+      taskList: {
+        work: async (payload, helpers) => {
+          const job = helpers.job.id;
+          const token = helpers.job.fencing_token;
+          log({ ev: 'start', job, token });
+          await write(pool, fenced, job, token, 1);
+          await sleep(500 + Math.floor(Math.random() * 300));
+          await write(pool, fenced, job, token, 2);
+          await sleep(300);
+          await complete(pool, fenced, job, token);
+        },
+      },
+    });
+    log({ ev: 'working', fenced });
+    await runner.promise;
+    return;
+  }
+  throw new Error(`unknown command ${cmd}`);
+}
+
+main().catch((e) => { log({ ev: 'fatal', msg: e.stack }); process.exit(1); });

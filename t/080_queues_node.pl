@@ -1,0 +1,291 @@
+# Copyright: fencing extension authors
+#
+# 080_queues_node.pl: the pg-boss and graphile-worker recipes
+# (examples/queues/), against the real queues from npm.
+#
+# For each queue, twice: with the recipe (fenced) and without it (the
+# negative control: the claim is still stamped, so that the checker can
+# tell deliveries apart, but nothing is refused).  Five worker processes
+# work 12 jobs; each delivery writes its job's domain row twice and then
+# completes.  Four times a worker is frozen with SIGSTOP in the middle of
+# a delivery (two after their first write, two after their second, all
+# four at once) until the queue has handed the job to another worker and
+# that one has written; then it is woken.  pg-boss re-dispatches by its own expiry (2 s, its
+# maintenance every second); graphile-worker's lock timeout is 4 hours,
+# hard-coded, so the test ages the frozen job's locked_at and the workers'
+# own rescue (resetLockedAt) releases it.
+#
+# The checker (examples/queues/node/history.sql) reads the history the
+# statements recorded: per job, accepted write tokens never go down, the
+# domain row carries the largest, and no completion or failure was
+# accepted from a delivery older than the job's latest claim.  Fenced: 0
+# violations, and stale writes were refused.  Unfenced: stale writes.
+#
+# npm packages: pinned in examples/queues/node/package.json, installed
+# with npm ci from package-lock.json into a directory cached under
+# /var/cache/fencing-npm (FENCING_NPM_CACHE), keyed by the lock file.
+use strict;
+use warnings;
+
+use Digest::SHA qw(sha1_hex);
+use File::Copy;
+use File::Path qw(make_path);
+use IPC::Run;
+use Time::HiRes qw(time sleep);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $started = time;
+my $examples = 'examples/queues';
+my $jobs = 12;
+my $workers = 5;
+
+sub in_path
+{
+	my ($prog) = @_;
+	return grep { -x "$_/$prog" } split /:/, $ENV{PATH};
+}
+
+sub run_cmd
+{
+	my ($timeout, @cmd) = @_;
+	my $out = '';
+	my $ok = eval {
+		IPC::Run::run(\@cmd, '<', \undef, '>', \$out, '2>&1', IPC::Run::timeout($timeout));
+	};
+	$out .= "\n(timed out or failed to start: $@)" if $@;
+	my $rc = defined $ok && $? != -1 ? $? >> 8 : -1;
+	return ($rc, $out);
+}
+
+plan skip_all => 'node or npm not found' unless in_path('node') && in_path('npm');
+
+# ---------------------------------------------------------------------------
+# the npm packages, from the cache or installed into it
+
+my $lock = slurp_file("$examples/node/package-lock.json");
+my $cache_root = $ENV{FENCING_NPM_CACHE} // '/var/cache/fencing-npm';
+$cache_root = PostgreSQL::Test::Utils::tempdir('npm')
+  unless -d $cache_root && -w $cache_root;
+my $npm_dir = "$cache_root/queues-" . substr(sha1_hex($lock), 0, 16);
+my $npm_started = time;
+unless (-f "$npm_dir/.installed")
+{
+	make_path($npm_dir);
+	copy("$examples/node/package.json", "$npm_dir/package.json") or die $!;
+	copy("$examples/node/package-lock.json", "$npm_dir/package-lock.json") or die $!;
+	my ($rc, $out) = run_cmd(300, 'npm', 'ci', '--prefix', $npm_dir,
+		'--no-audit', '--no-fund', '--prefer-offline', '--cache', "$cache_root/.npm");
+	plan skip_all => "npm ci failed (no registry?):\n"
+	  . join("\n", (split /\n/, $out)[-5 .. -1])
+	  if $rc != 0;
+	open my $fh, '>', "$npm_dir/.installed" or die $!;
+	close $fh;
+}
+note sprintf('npm packages in %s (%.1f s)', $npm_dir, time - $npm_started);
+local $ENV{NODE_PATH} = "$npm_dir/node_modules";
+for my $pkg (qw(pg-boss graphile-worker pg))
+{
+	my ($pinned) = slurp_file("$examples/node/package.json") =~ /"\Q$pkg\E"\s*:\s*"([^"]+)"/;
+	my ($have) = slurp_file("$npm_dir/node_modules/$pkg/package.json") =~ /"version"\s*:\s*"([^"]+)"/;
+	is($have, $pinned, "$pkg is the pinned $pinned");
+}
+
+# ---------------------------------------------------------------------------
+
+my $node = PostgreSQL::Test::Cluster->new('queues');
+$node->init;
+$node->append_conf('postgresql.conf', "max_connections = 200\n");
+$node->start;
+local $ENV{PGHOST} = $node->host;
+local $ENV{PGPORT} = $node->port;
+local $ENV{PGUSER} = scalar getpwuid($<);
+
+# poll a query until it returns true, or the deadline
+sub wait_for
+{
+	my ($db, $sql, $seconds) = @_;
+	my $deadline = time + $seconds;
+	while (time < $deadline)
+	{
+		return 1 if $node->safe_psql($db, $sql) eq 't';
+		sleep 0.1;
+	}
+	return 0;
+}
+
+my %done_sql = (
+	'pg-boss' => "SELECT count(*) = $jobs FROM pgboss.job WHERE name = 'fencing-demo' AND state = 'completed'",
+	'graphile-worker' => 'SELECT count(*) = 0 FROM graphile_worker._private_jobs');
+
+sub experiment
+{
+	my ($queue, $fenced) = @_;
+	my $mode = $fenced ? 'fenced' : 'unfenced';
+	my $db = ($queue eq 'pg-boss' ? 'boss' : 'gw') . "_$mode";
+	my $prefix = $queue eq 'pg-boss' ? 'boss:' : 'gw:';
+	my $worker = "$examples/$queue/worker.js";
+	local $ENV{PGDATABASE} = $db;
+	my $t0 = time;
+
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, 'CREATE EXTENSION fencing');
+	my ($rc, $out) = run_cmd(120, 'node', $worker, 'setup');
+	is($rc, 0, "$queue $mode: the queue's schema is installed") or diag($out);
+	$node->safe_psql($db, slurp_file("$examples/node/history.sql"));
+	$node->safe_psql($db, slurp_file("$examples/$queue/install.sql"));
+	$node->safe_psql($db, slurp_file("$examples/$queue/observe.sql"));
+	unless ($fenced)
+	{
+		# the control: the stamp stays (it names the deliveries), the
+		# guard goes, and the domain writes are plain (worker.js unfenced)
+		my $guards = $node->safe_psql($db, q{
+			SELECT string_agg(format('DROP TRIGGER %I ON %s;', tgname, tgrelid::regclass), ' ')
+			  FROM pg_trigger WHERE tgname LIKE 'fencing\_%' AND tgname <> 'fencing_claim'
+			   AND tgparentid = 0});
+		$node->safe_psql($db, $guards);
+	}
+	($rc, $out) = run_cmd(120, 'node', $worker, 'send', $jobs);
+	is($rc, 0, "$queue $mode: $jobs jobs sent") or diag($out);
+	$node->safe_psql($db,
+		$queue eq 'pg-boss'
+		? "INSERT INTO qtest.domain (job) SELECT 'boss:' || id FROM pgboss.job WHERE name = 'fencing-demo'"
+		: "INSERT INTO qtest.domain (job) SELECT 'gw:' || id FROM graphile_worker._private_jobs");
+
+	my $logdir = PostgreSQL::Test::Utils::tempdir("$db");
+	my @procs;
+	push @procs, IPC::Run::start(['node', $worker, 'supervise'], '<', \undef,
+		'>', "$logdir/supervise.log", '2>&1')
+	  if $queue eq 'pg-boss';
+	for my $i (1 .. $workers)
+	{
+		push @procs, IPC::Run::start(['node', $worker, 'work', $mode], '<', \undef,
+			'>', "$logdir/worker$i.log", '2>&1');
+	}
+	my %ours = map { $_->{KIDS}[0]{PID} => 1 } @procs;
+
+	# four freezes, of four different workers, at once: two after their
+	# delivery's first write, two after its second
+	my (@frozen, %is_frozen);
+	for my $k (1 .. 4)
+	{
+		my $step = $k <= 2 ? 1 : 2;
+		# a delivery of a running worker whose last event is its write of
+		# this step
+		my $last_is_write = sub {
+			my ($where) = @_;
+			return $node->safe_psql($db, qq{
+				SELECT h.worker || ' ' || h.job || ' ' || h.token
+				  FROM qtest.history AS h
+				 WHERE h.kind = 'write' AND h.step = $step $where
+				   AND h.seq = (SELECT max(x.seq) FROM qtest.history AS x WHERE x.job = h.job)
+				 ORDER BY h.seq DESC LIMIT 1});
+		};
+		my $found;
+		my $deadline = time + 20;
+		while (!$found && time < $deadline)
+		{
+			my $not_frozen = join(',', 0, keys %is_frozen);
+			my $row = $last_is_write->("AND h.worker NOT IN ($not_frozen)");
+			if ($row =~ /^(\d+) (\S+) (\d+)$/ && $ours{$1})
+			{
+				my ($pid, $job, $token) = ($1, $2, $3);
+				kill 'STOP', $pid;
+				# still there once stopped (and what it had sent has landed)?
+				sleep 0.2;
+				if ($last_is_write->("AND h.job = '$job' AND h.token = $token") ne '')
+				{
+					$found = [ $pid, $job, $token, $step ];
+					last;
+				}
+				kill 'CONT', $pid;
+			}
+			sleep 0.05;
+		}
+		last unless $found;
+		my ($pid, $job, $token) = @$found;
+		if ($queue eq 'graphile-worker')
+		{
+			my ($id) = $job =~ /^gw:(\d+)$/;
+			$node->safe_psql($db,
+				"UPDATE graphile_worker._private_jobs SET locked_at = now() - interval '5 hours' WHERE id = $id AND fencing_token = $token");
+		}
+		push @frozen, $found;
+		$is_frozen{$pid} = 1;
+	}
+	# wake each once its job was claimed again and the new delivery wrote
+	my $frozen = 0;
+	my $deadline = time + 45;
+	while (%is_frozen && time < $deadline)
+	{
+		for my $f (@frozen)
+		{
+			my ($pid, $job, $token, $step) = @$f;
+			next unless $is_frozen{$pid};
+			next unless $node->safe_psql($db, qq{
+				SELECT EXISTS (SELECT 1 FROM qtest.history
+							    WHERE job = '$job' AND kind = 'write' AND token > $token)}) eq 't';
+			kill 'CONT', $pid;
+			delete $is_frozen{$pid};
+			$frozen++;
+			note "$queue $mode: woke worker $pid (job $job, token $token, frozen after write $step) after a newer delivery wrote";
+		}
+		sleep 0.1;
+	}
+	kill 'CONT', $_ for keys %is_frozen;
+	ok($frozen >= 3, "$queue $mode: $frozen frozen deliveries were superseded while frozen");
+
+	my $finished = wait_for($db, $done_sql{$queue}, 120);
+	ok($finished, "$queue $mode: every job was completed");
+	# the woken workers finish what they were doing
+	sleep 1;
+	$_->kill_kill(grace => 2) for @procs;
+
+	my @events;
+	for my $f (glob "$logdir/worker*.log")
+	{
+		for my $line (split /\n/, slurp_file($f))
+		{
+			push @events, $line if $line =~ /^\{/;
+			diag("$f: $line") if $line =~ /"ev":"fatal"/;
+		}
+	}
+	my $refused_writes = grep { /"ev":"write"/ && /"ok":false/ && /"code":"LF0/ } @events;
+	my $refused_ends = grep { /"ev":"(?:complete|fail)"/ && /"ok":false/ && /"code":"LF0/ } @events;
+	my %c;
+	@c{qw(jobs deliveries writes stale_writes final_row_violations stale_completions completed_jobs violations)}
+	  = split /\|/, $node->safe_psql($db, 'SELECT * FROM qtest.check()');
+	my $counted = $node->safe_psql($db, 'SELECT stale_writes_refused FROM fencing.stats');
+	my $summary = sprintf(
+		'%s %s: %d frozen, %d jobs, %d deliveries, %d writes accepted; violations %d (stale writes %d, final row %d, stale completions/failures %d); refused: %d writes, %d completions/failures (fencing.stats: %d); %.0f s',
+		$queue, $mode, $frozen, $c{jobs}, $c{deliveries}, $c{writes}, $c{violations}, $c{stale_writes},
+		$c{final_row_violations}, $c{stale_completions}, $refused_writes, $refused_ends, $counted,
+		time - $t0);
+	diag($summary);
+
+	is($c{jobs}, $jobs, "$queue $mode: the checker saw every job");
+	ok($c{deliveries} > $jobs, "$queue $mode: jobs were delivered more than once");
+	if ($fenced)
+	{
+		is($c{violations}, 0, "$queue $mode: 0 violations");
+		ok($refused_writes > 0, "$queue $mode: stale writes were refused ($refused_writes)");
+		is($c{completed_jobs}, $jobs, "$queue $mode: every job completed by its latest delivery");
+	}
+	else
+	{
+		ok($c{stale_writes} > 0, "$queue $mode: the control shows stale writes ($c{stale_writes})");
+		is($refused_writes + $refused_ends, 0, "$queue $mode: the control refuses nothing");
+	}
+	return;
+}
+
+for my $queue ('pg-boss', 'graphile-worker')
+{
+	experiment($queue, 1);
+	experiment($queue, 0);
+}
+
+$node->stop;
+note sprintf('080_queues_node took %d s', time - $started);
+done_testing();
