@@ -28,6 +28,9 @@
 #include "storage/latch.h"
 #include "storage/lock.h"
 #include "storage/proc.h"
+#if PG_VERSION_NUM >= 170000
+#include "storage/procarray.h"	/* ProcNumberGetProc */
+#endif
 #include "storage/sinvaladt.h"
 #include "utils/guc.h"
 #include "utils/json.h"

@@ -16,6 +16,11 @@
 
 #include "fmgr.h"
 
+/* VARSIZE_ANY_EXHDR and friends left postgres.h for varatt.h in 16 */
+#if PG_VERSION_NUM >= 160000
+#include "varatt.h"
+#endif
+
 /* PGDLLEXPORT is implied by PG_FUNCTION_INFO_V1 from PostgreSQL 16 on */
 #if PG_VERSION_NUM >= 160000
 #define FENCING_FUNCTION(name) PG_FUNCTION_INFO_V1(name)
