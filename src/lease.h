@@ -13,7 +13,7 @@
 
 #include "datatype/timestamp.h"
 
-/* lease_store.c: the statements on fencing.leases */
+/* lease_store.c and lease_row.c: the statements on fencing.leases */
 typedef enum LeaseStatement
 {
 	LEASE_TAKE,
@@ -56,25 +56,19 @@ typedef struct LeaseResult
 	bool		row_seen;		/* saw the row, which did not qualify */
 } LeaseResult;
 
+/* lease_store.c: runs any statement, the SQL ones itself */
 extern uint64 fencing_run_lease_statement(LeaseStatement stmt,
 										  const LeaseRequest *req,
 										  LeaseResult *result);
-extern void fencing_check_lease_snapshot(LeaseStatement probe,
-										 const LeaseRequest *req);
 extern bool fencing_writing_leases;
 
-/* lease_direct.c */
-typedef enum LeaseDirectResult
-{
-	LEASE_DIRECT_UNSUPPORTED,	/* the table does not qualify: use SPI */
-	LEASE_DIRECT_UPDATED,
-	LEASE_DIRECT_UNCHANGED,		/* the row was seen and did not qualify */
-	LEASE_DIRECT_MISSING		/* no row was seen */
-} LeaseDirectResult;
-
-extern LeaseDirectResult fencing_lease_update_direct(LeaseStatement stmt,
-													 const LeaseRequest *req,
-													 LeaseResult *result);
+/* lease_row.c: the lease rules and the statements judged by them */
+extern bool fencing_lease_row_statement(LeaseStatement stmt);
+extern uint64 fencing_run_lease_row(LeaseStatement stmt,
+									const LeaseRequest *req,
+									LeaseResult *result);
+extern void fencing_check_lease_snapshot(LeaseStatement probe,
+										 const LeaseRequest *req);
 
 /* lease.c */
 extern void fencing_lease_init(void);

@@ -1,25 +1,20 @@
 /*-------------------------------------------------------------------------
  *
  * lease_store.c
- *	  The statements that read and write fencing.leases.
+ *	  Running a statement on fencing.leases: the lease rules and the row
+ *	  writes they govern are C (lease_row.c); creating a lease row and
+ *	  purging old ones are SQL, here.
  *
- * Each statement is prepared once per backend and run as the extension's
- * owner.  Expiry is judged with clock_timestamp() inside the statement, so
- * a call that waited for the row lock judges by the clock after the wait,
- * never by transaction start.  Every object and operator is named with
- * its schema, so the caller's search_path cannot change what runs.
+ * Each SQL statement is prepared once per backend and run as the
+ * extension's owner.  Every object and operator is named with its schema,
+ * so the caller's search_path cannot change what runs.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
-#include "utils/builtins.h"
-#include "utils/memutils.h"
-#include "utils/resowner.h"
-#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "lease.h"
@@ -31,12 +26,11 @@ typedef enum LeaseField
 	F_NAME,
 	F_HOLDER,
 	F_ROLE,
-	F_TOKEN,
 	F_TTL,
 	F_LOCK_DELAY,
 	F_CUTOFF,
-	F_TAKEOVER,
-	F_AVAILABLE_AT
+	F_TOKEN,
+	F_TAKEOVER
 } LeaseField;
 
 static const Oid field_types[] = {
@@ -44,12 +38,11 @@ static const Oid field_types[] = {
 	[F_NAME] = TEXTOID,
 	[F_HOLDER] = TEXTOID,
 	[F_ROLE] = REGROLEOID,
-	[F_TOKEN] = INT8OID,
 	[F_TTL] = INTERVALOID,
 	[F_LOCK_DELAY] = INTERVALOID,
 	[F_CUTOFF] = TIMESTAMPTZOID,
+	[F_TOKEN] = INT8OID,
 	[F_TAKEOVER] = BOOLOID,
-	[F_AVAILABLE_AT] = TIMESTAMPTZOID,
 };
 
 #define MAX_LEASE_PARAMS	5
@@ -67,48 +60,13 @@ typedef struct LeaseStatementDef
 #undef NOW
 #define NOW "pg_catalog.clock_timestamp()"
 #define PLUS " OPERATOR(pg_catalog.+) "
-#define LIVE(alias) \
-	alias ".released_at IS NULL AND " \
-	alias ".expires_at OPERATOR(pg_catalog.>) " NOW
-#define SAME_HOLDER(alias) \
-	"(" alias ".holder" EQ "$2 AND " alias ".holder_role" EQ "$3)"
-/* the old row was held by someone else and not released: it expired */
-#define EXPIRED_TAKEOVER(alias) \
-	"(" alias ".released_at IS NULL AND NOT " SAME_HOLDER(alias) ")"
 
-/* $1 name, $2 holder, $3 role, $4 ttl, $5 lock delay */
-#define ACQUIRE_ARGS \
-	{F_NAME, F_HOLDER, F_ROLE, F_TTL, F_LOCK_DELAY}, {F_TOKEN, F_TAKEOVER}
-
+/* statements judged in C (lease_row.c) have no SQL */
 static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
 	/*
-	 * Take a free row, one whose lease and lock delay have passed, or our
-	 * own.  Returns the new token and whether this took over an expired lease
-	 * of another holder.
+	 * Create a lease; spends no token when the row exists.  The values are
+	 * those LEASE_TAKE writes for a first acquire.
 	 */
-	[LEASE_TAKE] = {
-		"UPDATE fencing.leases AS l"
-		"   SET holder = $2, holder_role = $3,"
-		"       token = fencing.next_token(),"
-		"       acquired_at = " NOW ","
-		"       expires_at = (" NOW PLUS "$4),"
-		"       released_at = NULL,"
-		"       lock_delay = $5,"
-		"       takeover = " EXPIRED_TAKEOVER("l") ","
-		"       holder_changes = l.holder_changes" PLUS
-		"           CASE WHEN " SAME_HOLDER("l") " THEN 0 ELSE 1 END,"
-		"       acquires = l.acquires" PLUS "1,"
-		"       expired_takeovers = l.expired_takeovers" PLUS
-		"           CASE WHEN " EXPIRED_TAKEOVER("l") " THEN 1 ELSE 0 END"
-		" WHERE l.name" EQ "$1"
-		"   AND (l.released_at IS NOT NULL"
-		"        OR (l.expires_at" PLUS "l.lock_delay)"
-		"           OPERATOR(pg_catalog.<=) " NOW
-		"        OR " SAME_HOLDER("l") ")"
-		" RETURNING l.token, l.takeover",
-		ACQUIRE_ARGS
-	},
-	/* Create a lease; spends no token when the row exists. */
 	[LEASE_CREATE] = {
 		"INSERT INTO fencing.leases AS l"
 		"       (name, holder, holder_role, token, acquired_at, expires_at,"
@@ -119,69 +77,13 @@ static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
 		"                     WHERE o.name" EQ "$1)"
 		" ON CONFLICT (name) DO NOTHING"
 		" RETURNING l.token, l.takeover",
-		ACQUIRE_ARGS
+		{F_NAME, F_HOLDER, F_ROLE, F_TTL, F_LOCK_DELAY}, {F_TOKEN, F_TAKEOVER}
 	},
-	/* When may another holder take the lease?  NULL if free now. */
-	[LEASE_AVAILABLE_AT] = {
-		"SELECT CASE WHEN l.released_at IS NULL"
-		"            THEN (l.expires_at" PLUS "l.lock_delay) END"
-		"  FROM fencing.leases AS l WHERE l.name" EQ "$1",
-		{F_NAME}, {F_AVAILABLE_AT}
-	},
-	/* $1 name, $2 token, $3 role, $4 ttl */
-	[LEASE_RENEW] = {
-		"UPDATE fencing.leases AS l"
-		"   SET expires_at = (" NOW PLUS "$4),"
-		"       renewals = l.renewals" PLUS "1"
-		" WHERE l.name" EQ "$1 AND l.token" EQ "$2"
-		"   AND l.holder_role" EQ "$3 AND " LIVE("l"),
-		{F_NAME, F_TOKEN, F_ROLE, F_TTL}
-	},
-	/* $1 name, $2 token, $3 role */
-	[LEASE_RELEASE] = {
-		"UPDATE fencing.leases AS l"
-		"   SET released_at = " NOW ","
-		"       releases = l.releases" PLUS "1"
-		" WHERE l.name" EQ "$1 AND l.token" EQ "$2"
-		"   AND l.holder_role" EQ "$3 AND " LIVE("l"),
-		{F_NAME, F_TOKEN, F_ROLE}
-	},
-	[LEASE_CHECK] = {
-		"SELECT 1 FROM fencing.leases AS l"
-		" WHERE l.name" EQ "$1 AND l.token" EQ "$2"
-		"   AND l.holder_role" EQ "$3 AND " LIVE("l")
-		" FOR SHARE OF l",
-		{F_NAME, F_TOKEN, F_ROLE}
-	},
-	/* the role holding a live lease with this token */
-	[LEASE_HOLDER_ROLE] = {
-		"SELECT l.holder_role FROM fencing.leases AS l"
-		" WHERE l.name" EQ "$1 AND l.token" EQ "$2 AND " LIVE("l"),
-		{F_NAME, F_TOKEN}, {F_ROLE}
-	},
-	/* would LEASE_TAKE or LEASE_CREATE succeed?  $1 name, $2 holder, $3 role */
-	[LEASE_TAKEABLE] = {
-		"SELECT WHERE COALESCE("
-		"   (SELECT l.released_at IS NOT NULL"
-		"           OR (l.expires_at" PLUS "l.lock_delay)"
-		"              OPERATOR(pg_catalog.<=) " NOW
-		"           OR " SAME_HOLDER("l")
-		"      FROM fencing.leases AS l WHERE l.name" EQ "$1),"
-		"   true)",
-		{F_NAME, F_HOLDER, F_ROLE}
-	},
-	/* $1 name: end a live lease, or a pending lock delay, whoever holds it */
-	[LEASE_FORCE_RELEASE] = {
-		"UPDATE fencing.leases AS l"
-		"   SET released_at = " NOW ","
-		"       releases = l.releases" PLUS "1"
-		" WHERE l.name" EQ "$1 AND l.released_at IS NULL"
-		"   AND (l.expires_at" PLUS "l.lock_delay)"
-		"       OPERATOR(pg_catalog.>) " NOW
-		" RETURNING l.token, l.holder",
-		{F_NAME}, {F_TOKEN, F_HOLDER}
-	},
-	/* $1 cutoff: delete leases free (released, or expired) since before */
+	/*
+	 * $1 cutoff: delete leases free since before it, released or expired
+	 * past their lock delay.  A set operation, so SQL: no lease can be
+	 * acquired through a row deleted here, so it judges no holder's claim.
+	 */
 	[LEASE_PURGE] = {
 		"DELETE FROM fencing.leases AS l"
 		" WHERE COALESCE(l.released_at,"
@@ -196,29 +98,24 @@ static SPIPlanPtr lease_plans[NUM_LEASE_STATEMENTS];
 /* true while one of our statements runs: see fencing_leases_restored */
 bool		fencing_writing_leases = false;
 
-static int
-count_fields(const LeaseField *fields, int max)
-{
-	int			n = 0;
-
-	while (n < max && fields[n] != F_NONE)
-		n++;
-	return n;
-}
-
 static SPIPlanPtr
 lease_plan(LeaseStatement stmt)
 {
 	const LeaseStatementDef *def = &lease_statements[stmt];
 
+	if (def->sql == NULL)
+		elog(ERROR, "fencing statement %d has no SQL", (int) stmt);
 	if (lease_plans[stmt] == NULL)
 	{
-		int			nargs = count_fields(def->params, MAX_LEASE_PARAMS);
 		Oid			argtypes[MAX_LEASE_PARAMS];
+		int			nargs = 0;
 		SPIPlanPtr	plan;
 
-		for (int i = 0; i < nargs; i++)
-			argtypes[i] = field_types[def->params[i]];
+		while (nargs < MAX_LEASE_PARAMS && def->params[nargs] != F_NONE)
+		{
+			argtypes[nargs] = field_types[def->params[nargs]];
+			nargs++;
+		}
 		plan = SPI_prepare(def->sql, nargs, argtypes);
 		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed for fencing statement %d: %s",
@@ -249,9 +146,6 @@ request_params(LeaseStatement stmt, const LeaseRequest *req, Datum *values)
 			case F_ROLE:
 				values[i] = ObjectIdGetDatum(req->role);
 				break;
-			case F_TOKEN:
-				values[i] = Int64GetDatum(req->token);
-				break;
 			case F_TTL:
 				values[i] = req->ttl;
 				break;
@@ -268,9 +162,9 @@ request_params(LeaseStatement stmt, const LeaseRequest *req, Datum *values)
 	}
 }
 
-/* The first row's columns into *result; text is copied into "cxt". */
+/* The first row's columns into *result. */
 static void
-store_results(LeaseStatement stmt, LeaseResult *result, MemoryContext cxt)
+store_results(LeaseStatement stmt, LeaseResult *result)
 {
 	const LeaseStatementDef *def = &lease_statements[stmt];
 
@@ -288,17 +182,6 @@ store_results(LeaseStatement stmt, LeaseResult *result, MemoryContext cxt)
 			case F_TAKEOVER:
 				result->takeover = !isnull && DatumGetBool(d);
 				break;
-			case F_HOLDER:
-				result->holder = isnull ? NULL :
-					MemoryContextStrdup(cxt, TextDatumGetCString(d));
-				break;
-			case F_ROLE:
-				result->holder_role = isnull ? InvalidOid : DatumGetObjectId(d);
-				break;
-			case F_AVAILABLE_AT:
-				result->available_now = isnull;
-				result->available_at = isnull ? 0 : DatumGetTimestampTz(d);
-				break;
 			default:
 				elog(ERROR, "fencing statement %d has a bad result %d",
 					 (int) stmt, (int) def->results[i]);
@@ -306,66 +189,10 @@ store_results(LeaseStatement stmt, LeaseResult *result, MemoryContext cxt)
 	}
 }
 
-/*
- * Does the read-only statement find a row, in the transaction's snapshot
- * or in the latest one?
- */
-static bool
-lease_probe(LeaseStatement stmt, const LeaseRequest *req, bool latest)
-{
-	FencingOwnerScope scope;
-	Datum		values[MAX_LEASE_PARAMS];
-	int			rc;
-	bool		found;
-
-	request_params(stmt, req, values);
-	fencing_become_owner(&scope);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (latest)
-		rc = SPI_execute_snapshot(lease_plan(stmt), values, NULL,
-								  GetLatestSnapshot(), InvalidSnapshot,
-								  true, false, 1);
-	else
-		rc = SPI_execute_plan(lease_plan(stmt), values, NULL, true, 1);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "fencing probe %d failed: %s",
-			 (int) stmt, SPI_result_code_string(rc));
-	found = SPI_processed > 0;
-	SPI_finish();
-	fencing_restore_user(&scope);
-	return found;
-}
-
-/*
- * Under REPEATABLE READ and SERIALIZABLE a statement sees the lease as of
- * the transaction's snapshot.  When it answered "no" but the latest
- * committed row says "yes" (probe finds a row now that the snapshot does
- * not), the answer came from a stale row: raise a serialization failure,
- * as PostgreSQL does for a write to such a row.
- */
-void
-fencing_check_lease_snapshot(LeaseStatement probe, const LeaseRequest *req)
-{
-	if (!IsolationUsesXactSnapshot())
-		return;
-	if (lease_probe(probe, req, true) && !lease_probe(probe, req, false))
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("could not serialize access due to concurrent update of lease \"%s\"",
-						text_to_cstring(req->name)),
-				 errhint("The transaction might succeed if retried.")));
-}
-
-/*
- * Run one statement as the owner.  Returns the number of rows it touched;
- * the first row's result columns go to *result, if not NULL.
- */
+/* Run one SQL statement as the owner; the number of rows it touched. */
 static uint64
-run_statement(LeaseStatement stmt, const LeaseRequest *req,
-			  LeaseResult *result)
+run_sql(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result)
 {
-	MemoryContext cxt = CurrentMemoryContext;
 	FencingOwnerScope scope;
 	Datum		values[MAX_LEASE_PARAMS];
 	uint64		processed;
@@ -391,7 +218,7 @@ run_statement(LeaseStatement stmt, const LeaseRequest *req,
 			 (int) stmt, SPI_result_code_string(rc));
 	processed = SPI_processed;
 	if (result != NULL && processed > 0)
-		store_results(stmt, result, cxt);
+		store_results(stmt, result);
 
 	SPI_finish();
 	fencing_restore_user(&scope);
@@ -399,93 +226,18 @@ run_statement(LeaseStatement stmt, const LeaseRequest *req,
 }
 
 /*
- * Statements that lock the lease row and may find it does not qualify.
- * When an UPDATE or SELECT FOR SHARE meets a row that a concurrent
- * transaction changed, PostgreSQL locks the newest version before it
- * rechecks the WHERE clause, and keeps that lock when the recheck fails.
- * A waiter that lost a handover would then block the winner's renew and
- * release for as long as it keeps waiting.  So each such statement runs in
- * a subtransaction that is rolled back when it touched nothing.
- */
-static bool
-locks_rows(LeaseStatement stmt)
-{
-	switch (stmt)
-	{
-		case LEASE_TAKE:
-		case LEASE_RENEW:
-		case LEASE_RELEASE:
-		case LEASE_CHECK:
-		case LEASE_FORCE_RELEASE:
-			return true;
-		default:
-			return false;
-	}
-}
-
-/*
  * Run a statement on fencing.leases.  Returns the number of rows it
- * touched; *result (if not NULL) gets what the first one returned, and
- * result->row_seen tells whether the statement saw the lease row and left
- * it alone because it did not qualify (only the direct path knows; through
- * SPI it stays false).
+ * touched (for a read: found qualifying); *result (if not NULL) gets what
+ * the first one returned, and result->row_seen tells whether the lease
+ * row was there but did not qualify.
  */
 uint64
 fencing_run_lease_statement(LeaseStatement stmt, const LeaseRequest *req,
 							LeaseResult *result)
 {
-	MemoryContext oldcontext = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	uint64		processed = 0;
-
+	if (fencing_lease_row_statement(stmt))
+		return fencing_run_lease_row(stmt, req, result);
 	if (result != NULL)
 		result->row_seen = false;
-	if (stmt == LEASE_TAKE || stmt == LEASE_RENEW || stmt == LEASE_RELEASE)
-	{
-		switch (fencing_lease_update_direct(stmt, req, result))
-		{
-			case LEASE_DIRECT_UPDATED:
-				return 1;
-			case LEASE_DIRECT_UNCHANGED:
-				if (result != NULL)
-					result->row_seen = true;
-				return 0;
-			case LEASE_DIRECT_MISSING:
-				return 0;
-			case LEASE_DIRECT_UNSUPPORTED:
-				break;
-		}
-	}
-
-	if (!locks_rows(stmt))
-		return run_statement(stmt, req, result);
-
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcontext);
-	PG_TRY();
-	{
-		processed = run_statement(stmt, req, result);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		/* leave the caller's subtransactions to the caller: end ours */
-		MemoryContextSwitchTo(oldcontext);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
-		ReThrowError(edata);
-	}
-	PG_END_TRY();
-
-	if (processed > 0)
-		ReleaseCurrentSubTransaction();
-	else
-		RollbackAndReleaseCurrentSubTransaction();
-	MemoryContextSwitchTo(oldcontext);
-	CurrentResourceOwner = oldowner;
-	return processed;
+	return run_sql(stmt, req, result);
 }

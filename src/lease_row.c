@@ -1,0 +1,736 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease_row.c
+ *	  The lease rules, judged once, in C, on the lease row; and every
+ *	  change to a lease row but its creation and its purge.
+ *
+ * A statement finds the row through the primary key as its snapshot sees
+ * it, judges it with one clock reading, and when it qualifies locks it
+ * (table_tuple_lock) and, for a write, hands the new version to the
+ * executor's single-row update, ExecSimpleRelationUpdate(), with an EState
+ * and a ResultRelInfo, as logical replication's apply worker does.  So a
+ * lease write gets what a plain UPDATE gets: NOT NULL and CHECK
+ * constraints, stored generated columns, the replica identity check of a
+ * published table, index maintenance, and row-level triggers.  What the
+ * executor's single-row update cannot honour is refused with a clear
+ * error (LF020) before anything changes: row security that applies to the
+ * extension's owner, statement-level UPDATE triggers and transition
+ * tables, and rewrite rules.
+ *
+ * As an UPDATE ... WHERE or SELECT ... FOR SHARE in READ COMMITTED would:
+ *	- a row that does not qualify is left alone and unlocked, so a waiter
+ *	  never blocks the holder it waits for;
+ *	- when a concurrent transaction changed the row first, READ COMMITTED
+ *	  looks again with a new snapshot and judges the new version (the
+ *	  executor's EvalPlanQual recheck, but without keeping a lock on a row
+ *	  that fails it); REPEATABLE READ and SERIALIZABLE raise 40001.
+ *
+ * lease_store.c keeps the two statements that are SQL by nature: creating
+ * the row (INSERT ... ON CONFLICT DO NOTHING) and purging old ones.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/stratnum.h"
+#include "access/sysattr.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "common/int.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/bitmapset.h"
+#if PG_VERSION_NUM >= 160000
+#include "parser/parse_relation.h"
+#endif
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/rls.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "lease.h"
+
+/* the columns of fencing.leases the lease rules read or write */
+typedef enum LeaseColumn
+{
+	COL_NAME,
+	COL_HOLDER,
+	COL_HOLDER_ROLE,
+	COL_TOKEN,
+	COL_ACQUIRED_AT,
+	COL_EXPIRES_AT,
+	COL_RELEASED_AT,
+	COL_LOCK_DELAY,
+	COL_TAKEOVER,
+	COL_HOLDER_CHANGES,
+	COL_ACQUIRES,
+	COL_RENEWALS,
+	COL_RELEASES,
+	COL_EXPIRED_TAKEOVERS,
+	NUM_LEASE_COLUMNS
+} LeaseColumn;
+
+static const struct
+{
+	const char *name;
+	Oid			type;
+}			lease_columns[NUM_LEASE_COLUMNS] = {
+	[COL_NAME] = {"name", TEXTOID},
+	[COL_HOLDER] = {"holder", TEXTOID},
+	[COL_HOLDER_ROLE] = {"holder_role", REGROLEOID},
+	[COL_TOKEN] = {"token", INT8OID},
+	[COL_ACQUIRED_AT] = {"acquired_at", TIMESTAMPTZOID},
+	[COL_EXPIRES_AT] = {"expires_at", TIMESTAMPTZOID},
+	[COL_RELEASED_AT] = {"released_at", TIMESTAMPTZOID},
+	[COL_LOCK_DELAY] = {"lock_delay", INTERVALOID},
+	[COL_TAKEOVER] = {"takeover", BOOLOID},
+	[COL_HOLDER_CHANGES] = {"holder_changes", INT8OID},
+	[COL_ACQUIRES] = {"acquires", INT8OID},
+	[COL_RENEWALS] = {"renewals", INT8OID},
+	[COL_RELEASES] = {"releases", INT8OID},
+	[COL_EXPIRED_TAKEOVERS] = {"expired_takeovers", INT8OID},
+};
+
+/*
+ * Where the columns and the key of fencing.leases are, learned again
+ * whenever the catalog is (any relcache invalidation of the table).
+ */
+static struct
+{
+	uint64		generation;		/* of the catalog when learned; 0: never */
+	Oid			key_oid;		/* the primary key, on name */
+	RegProcedure name_eq_proc;	/* its equality function */
+	Oid			name_collation;
+	int			att[NUM_LEASE_COLUMNS]; /* 0-based attribute numbers */
+}			layout;
+
+#define ERRCODE_FENCING_LEASES_UNSUPPORTED	MAKE_SQLSTATE('L','F','0','2','0')
+
+static void
+learn_layout(Relation rel)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	Relation	key;
+	Oid			eq = InvalidOid;
+	bool		ok;
+
+	for (int c = 0; c < NUM_LEASE_COLUMNS; c++)
+		layout.att[c] = -1;
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (att->attisdropped)
+			continue;
+		for (int c = 0; c < NUM_LEASE_COLUMNS; c++)
+		{
+			if (strcmp(NameStr(att->attname), lease_columns[c].name) != 0)
+				continue;
+			if (att->atttypid != lease_columns[c].type)
+				ereport(ERROR,
+						(errcode(ERRCODE_FENCING_LEASES_UNSUPPORTED),
+						 errmsg("column \"%s\" of fencing.leases has type %s, not %s",
+								lease_columns[c].name,
+								format_type_be(att->atttypid),
+								format_type_be(lease_columns[c].type)),
+						 errhint("Reinstall the extension.")));
+			layout.att[c] = i;
+		}
+	}
+	for (int c = 0; c < NUM_LEASE_COLUMNS; c++)
+		if (layout.att[c] < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FENCING_LEASES_UNSUPPORTED),
+					 errmsg("fencing.leases has no column \"%s\"",
+							lease_columns[c].name),
+					 errhint("Reinstall the extension.")));
+
+#if PG_VERSION_NUM >= 180000
+	layout.key_oid = RelationGetPrimaryKeyIndex(rel, false);
+#else
+	layout.key_oid = RelationGetPrimaryKeyIndex(rel);
+#endif
+	ok = OidIsValid(layout.key_oid);
+	if (ok)
+	{
+		key = index_open(layout.key_oid, AccessShareLock);
+		ok = key->rd_rel->relam == BTREE_AM_OID &&
+			key->rd_index->indnatts == 1 &&
+			key->rd_index->indkey.values[0] == layout.att[COL_NAME] + 1;
+		if (ok)
+		{
+			eq = get_opfamily_member(key->rd_opfamily[0], TEXTOID, TEXTOID,
+									 BTEqualStrategyNumber);
+			layout.name_eq_proc = OidIsValid(eq) ? get_opcode(eq) : InvalidOid;
+			layout.name_collation = key->rd_indcollation[0];
+			ok = OidIsValid(layout.name_eq_proc);
+		}
+		index_close(key, AccessShareLock);
+	}
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_LEASES_UNSUPPORTED),
+				 errmsg("fencing.leases has no btree primary key on \"name\""),
+				 errhint("Reinstall the extension.")));
+}
+
+/*
+ * Open fencing.leases.  The relcache callback has fired by the time the
+ * lock is held, so the catalog asked again then tells whether the table
+ * changed since the layout was learned.
+ */
+static Relation
+open_leases(LOCKMODE lockmode)
+{
+	Oid			relid = fencing_catalog()->leases_oid;
+	Relation	rel = table_open(relid, lockmode);
+	const FencingCatalog *cat = fencing_catalog();
+
+	if (cat->leases_oid != relid)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("fencing.leases was replaced concurrently")));
+	if (layout.generation != cat->generation)
+	{
+		layout.generation = 0;
+		learn_layout(rel);
+		layout.generation = cat->generation;
+	}
+	return rel;
+}
+
+static bool
+has_update_rules(Relation rel)
+{
+	RuleLock   *rules = rel->rd_rules;
+
+	for (int i = 0; rules != NULL && i < rules->numLocks; i++)
+		if (rules->rules[i]->event == CMD_UPDATE)
+			return true;
+	return false;
+}
+
+/*
+ * What the single-row update cannot do as an UPDATE statement would, it
+ * refuses; reads refuse row security too, which would hide rows.
+ */
+static void
+refuse_unsupported(Relation rel, bool writes)
+{
+	TriggerDesc *td = rel->trigdesc;
+
+	if (rel->rd_rel->relkind != RELKIND_RELATION)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_LEASES_UNSUPPORTED),
+				 errmsg("fencing.leases is not a plain table")));
+	if (rel->rd_rel->relrowsecurity &&
+		check_enable_rls(RelationGetRelid(rel), InvalidOid, false) == RLS_ENABLED)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_LEASES_UNSUPPORTED),
+				 errmsg("row-level security on fencing.leases is not supported"),
+				 errdetail("The lease functions run as the extension's owner, whom forced row security would filter."),
+				 errhint("Run ALTER TABLE fencing.leases NO FORCE ROW LEVEL SECURITY.")));
+	if (!writes)
+		return;
+	if (td != NULL &&
+		(td->trig_update_before_statement || td->trig_update_after_statement ||
+		 td->trig_update_new_table || td->trig_update_old_table))
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_LEASES_UNSUPPORTED),
+				 errmsg("statement-level UPDATE triggers on fencing.leases are not supported"),
+				 errdetail("The lease functions update one row at a time and fire row-level triggers only."),
+				 errhint("Use a FOR EACH ROW trigger without transition tables.")));
+	if (has_update_rules(rel))
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_LEASES_UNSUPPORTED),
+				 errmsg("UPDATE rules on fencing.leases are not supported"),
+				 errdetail("The lease functions update the table itself; a rule would be bypassed."),
+				 errhint("Use a trigger instead.")));
+}
+
+/* ---- reading the row ---- */
+
+#define COL(slot, c)		((slot)->tts_values[layout.att[c]])
+#define COL_ISNULL(slot, c) ((slot)->tts_isnull[layout.att[c]])
+
+/* Find the lease row as "snapshot" sees it. */
+static bool
+look(Relation rel, Relation key, Snapshot snapshot, text *name,
+	 TupleTableSlot *slot)
+{
+	ScanKeyData skey;
+	IndexScanDesc scan;
+	bool		found;
+
+	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   layout.name_collation, layout.name_eq_proc,
+						   PointerGetDatum(name));
+#if PG_VERSION_NUM >= 180000
+	scan = index_beginscan(rel, key, snapshot, NULL, 1, 0);
+#else
+	scan = index_beginscan(rel, key, snapshot, 1, 0);
+#endif
+	index_rescan(scan, &skey, 1, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	index_endscan(scan);
+	if (found)
+		slot_getallattrs(slot);
+	return found;
+}
+
+static bool
+text_equal(text *a, text *b)
+{
+	/* deterministic collations compare text equal iff the bytes are */
+	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+}
+
+static TimestampTz
+plus_interval(TimestampTz t, Datum interval)
+{
+	Interval   *iv = DatumGetIntervalP(interval);
+
+	if (iv->month == 0 && iv->day == 0 && iv->time == 0)
+		return t;
+	return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+												   TimestampTzGetDatum(t),
+												   interval));
+}
+
+/* ---- the lease rules ---- */
+
+static bool
+same_holder(TupleTableSlot *row, const LeaseRequest *req)
+{
+	return !COL_ISNULL(row, COL_HOLDER_ROLE) && !COL_ISNULL(row, COL_HOLDER) &&
+		DatumGetObjectId(COL(row, COL_HOLDER_ROLE)) == req->role &&
+		text_equal(DatumGetTextPP(COL(row, COL_HOLDER)), req->holder);
+}
+
+/* When another holder may take it: expiry plus lock delay. */
+static TimestampTz
+free_at(TupleTableSlot *row)
+{
+	return plus_interval(DatumGetTimestampTz(COL(row, COL_EXPIRES_AT)),
+						 COL(row, COL_LOCK_DELAY));
+}
+
+/* Not released and not expired. */
+static bool
+live(TupleTableSlot *row, TimestampTz now)
+{
+	return COL_ISNULL(row, COL_RELEASED_AT) &&
+		DatumGetTimestampTz(COL(row, COL_EXPIRES_AT)) > now;
+}
+
+static bool
+current_token(TupleTableSlot *row, const LeaseRequest *req)
+{
+	return DatumGetInt64(COL(row, COL_TOKEN)) == req->token;
+}
+
+/* Does the row qualify for the statement, by the clock reading "now"? */
+static bool
+qualifies(LeaseStatement stmt, TupleTableSlot *row, const LeaseRequest *req,
+		  TimestampTz now)
+{
+	switch (stmt)
+	{
+		case LEASE_TAKE:
+		case LEASE_TAKEABLE:
+			/* released, free after expiry and lock delay, or our own */
+			return !COL_ISNULL(row, COL_RELEASED_AT) ||
+				free_at(row) <= now || same_holder(row, req);
+		case LEASE_RENEW:
+		case LEASE_RELEASE:
+		case LEASE_CHECK:
+			return current_token(row, req) &&
+				DatumGetObjectId(COL(row, COL_HOLDER_ROLE)) == req->role &&
+				live(row, now);
+		case LEASE_HOLDER_ROLE:
+			return current_token(row, req) && live(row, now);
+		case LEASE_FORCE_RELEASE:
+			/* a live lease, or an expired one's pending lock delay */
+			return COL_ISNULL(row, COL_RELEASED_AT) && free_at(row) > now;
+		case LEASE_AVAILABLE_AT:
+			return true;
+		default:
+			elog(ERROR, "lease statement %d is not judged in C", (int) stmt);
+	}
+	return false;				/* keep the compiler quiet */
+}
+
+static bool
+writes_row(LeaseStatement stmt)
+{
+	return stmt == LEASE_TAKE || stmt == LEASE_RENEW ||
+		stmt == LEASE_RELEASE || stmt == LEASE_FORCE_RELEASE;
+}
+
+/* ---- writing the row ---- */
+
+typedef struct RowChange
+{
+	TupleTableSlot *slot;		/* the new version */
+	Bitmapset  *cols;			/* changed columns, as RTE updatedCols */
+} RowChange;
+
+static void
+set_col(RowChange *ch, LeaseColumn c, Datum value, bool isnull)
+{
+	ch->slot->tts_values[layout.att[c]] = value;
+	ch->slot->tts_isnull[layout.att[c]] = isnull;
+	ch->cols = bms_add_member(ch->cols, layout.att[c] + 1 -
+							  FirstLowInvalidHeapAttributeNumber);
+}
+
+/* counter + n; NULL stays NULL, as in SQL */
+static void
+add_to_counter(RowChange *ch, TupleTableSlot *old, LeaseColumn c, int64 n)
+{
+	int64		result;
+
+	if (COL_ISNULL(old, c))
+	{
+		set_col(ch, c, (Datum) 0, true);
+		return;
+	}
+	if (pg_add_s64_overflow(DatumGetInt64(COL(old, c)), n, &result))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("bigint out of range")));
+	set_col(ch, c, Int64GetDatum(result), false);
+}
+
+/* The new version of a qualifying row, for a writing statement. */
+static void
+change_row(LeaseStatement stmt, TupleTableSlot *old, const LeaseRequest *req,
+		   TimestampTz now, RowChange *ch)
+{
+	TupleTableSlot *new = ch->slot;
+
+	ExecClearTuple(new);
+	memcpy(new->tts_values, old->tts_values,
+		   new->tts_tupleDescriptor->natts * sizeof(Datum));
+	memcpy(new->tts_isnull, old->tts_isnull,
+		   new->tts_tupleDescriptor->natts * sizeof(bool));
+	ch->cols = NULL;
+
+	switch (stmt)
+	{
+		case LEASE_TAKE:
+			{
+				bool		own = same_holder(old, req);
+				bool		takeover = COL_ISNULL(old, COL_RELEASED_AT) && !own;
+
+				set_col(ch, COL_HOLDER, PointerGetDatum(req->holder), false);
+				set_col(ch, COL_HOLDER_ROLE, ObjectIdGetDatum(req->role), false);
+				/* issued with the row locked: no token spent on a lost race */
+				set_col(ch, COL_TOKEN, Int64GetDatum(fencing_issue_token()), false);
+				set_col(ch, COL_ACQUIRED_AT, TimestampTzGetDatum(now), false);
+				set_col(ch, COL_EXPIRES_AT,
+						TimestampTzGetDatum(plus_interval(now, req->ttl)), false);
+				set_col(ch, COL_RELEASED_AT, (Datum) 0, true);
+				set_col(ch, COL_LOCK_DELAY, req->lock_delay, false);
+				set_col(ch, COL_TAKEOVER, BoolGetDatum(takeover), false);
+				add_to_counter(ch, old, COL_HOLDER_CHANGES, own ? 0 : 1);
+				add_to_counter(ch, old, COL_ACQUIRES, 1);
+				add_to_counter(ch, old, COL_EXPIRED_TAKEOVERS, takeover ? 1 : 0);
+				break;
+			}
+		case LEASE_RENEW:
+			set_col(ch, COL_EXPIRES_AT,
+					TimestampTzGetDatum(plus_interval(now, req->ttl)), false);
+			add_to_counter(ch, old, COL_RENEWALS, 1);
+			break;
+		case LEASE_RELEASE:
+		case LEASE_FORCE_RELEASE:
+			set_col(ch, COL_RELEASED_AT, TimestampTzGetDatum(now), false);
+			add_to_counter(ch, old, COL_RELEASES, 1);
+			break;
+		default:
+			elog(ERROR, "lease statement %d does not write", (int) stmt);
+	}
+	ExecStoreVirtualTuple(new);
+	/* own the values: the old version's buffer is only pinned by "old" */
+	ExecMaterializeSlot(new);
+}
+
+/*
+ * Store the new version of the locked row through the executor's
+ * single-row update.  False if a BEFORE ROW trigger skipped it.
+ */
+static bool
+update_row(Relation rel, Snapshot snapshot, TupleTableSlot *old,
+		   RowChange *ch)
+{
+	EState	   *estate = CreateExecutorState();
+	RangeTblEntry *rte = makeNode(RangeTblEntry);
+	ResultRelInfo *rri = makeNode(ResultRelInfo);
+	EPQState	epqstate;
+	bool		updated;
+
+	rte->rtekind = RTE_RELATION;
+	rte->relid = RelationGetRelid(rel);
+	rte->relkind = rel->rd_rel->relkind;
+	rte->rellockmode = RowExclusiveLock;
+#if PG_VERSION_NUM >= 160000
+	{
+		List	   *perminfos = NIL;
+		RTEPermissionInfo *perminfo = addRTEPermissionInfo(&perminfos, rte);
+
+		/* for UPDATE OF triggers and the index "unchanged" hint */
+		perminfo->updatedCols = ch->cols;
+#if PG_VERSION_NUM >= 180000
+		ExecInitRangeTable(estate, list_make1(rte), perminfos,
+						   bms_make_singleton(1));
+#else
+		ExecInitRangeTable(estate, list_make1(rte), perminfos);
+#endif
+	}
+#else
+	rte->updatedCols = ch->cols;
+	ExecInitRangeTable(estate, list_make1(rte));
+#endif
+
+	InitResultRelInfo(rri, rel, 1, NULL, 0);
+#if PG_VERSION_NUM >= 140000
+	estate->es_opened_result_relations = list_make1(rri);
+#else
+	estate->es_result_relations = rri;
+	estate->es_num_result_relations = 1;
+	estate->es_result_relation_info = rri;
+#endif
+	estate->es_output_cid = GetCurrentCommandId(true);
+	estate->es_snapshot = snapshot;
+	ExecOpenIndices(rri, false);
+#if PG_VERSION_NUM >= 160000
+	EvalPlanQualInit(&epqstate, estate, NULL, NIL, -1, NIL);
+#else
+	EvalPlanQualInit(&epqstate, estate, NULL, NIL, -1);
+#endif
+
+	AfterTriggerBeginQuery();
+	/* the update sets it; a BEFORE trigger that skips the row does not */
+	ItemPointerSetInvalid(&ch->slot->tts_tid);
+#if PG_VERSION_NUM >= 140000
+	ExecSimpleRelationUpdate(rri, estate, &epqstate, old, ch->slot);
+#else
+	ExecSimpleRelationUpdate(estate, &epqstate, old, ch->slot);
+#endif
+	updated = ItemPointerIsValid(&ch->slot->tts_tid);
+	AfterTriggerEndQuery(estate);
+
+	EvalPlanQualEnd(&epqstate);
+	ExecCloseIndices(rri);
+	ExecResetTupleTable(estate->es_tupleTable, false);
+	FreeExecutorState(estate);
+	return updated;
+}
+
+/* ---- statements ---- */
+
+static void
+store_result(LeaseStatement stmt, TupleTableSlot *row, LeaseResult *result)
+{
+	if (result == NULL)
+		return;
+	switch (stmt)
+	{
+		case LEASE_TAKE:
+			/* as stored, whatever a BEFORE trigger did */
+			slot_getallattrs(row);
+			result->token = DatumGetInt64(COL(row, COL_TOKEN));
+			result->takeover = DatumGetBool(COL(row, COL_TAKEOVER));
+			break;
+		case LEASE_FORCE_RELEASE:
+			result->token = DatumGetInt64(COL(row, COL_TOKEN));
+			result->holder = TextDatumGetCString(COL(row, COL_HOLDER));
+			break;
+		case LEASE_HOLDER_ROLE:
+			result->holder_role = DatumGetObjectId(COL(row, COL_HOLDER_ROLE));
+			break;
+		case LEASE_AVAILABLE_AT:
+			result->available_now = !COL_ISNULL(row, COL_RELEASED_AT);
+			result->available_at = result->available_now ? 0 : free_at(row);
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * Run a statement on the lease row.  "latest" reads with the latest
+ * snapshot and without seeing this command's own changes anew: for the
+ * read-only probes of fencing_check_lease_snapshot.
+ */
+static uint64
+run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
+	bool probe, bool latest)
+{
+	bool		writes = writes_row(stmt);
+	LOCKMODE	lockmode = writes ? RowExclusiveLock :
+		stmt == LEASE_CHECK ? RowShareLock : AccessShareLock;
+	FencingOwnerScope scope;
+	Relation	rel;
+	Relation	key;
+	TupleTableSlot *old;
+	RowChange	ch = {0};
+	uint64		processed = 0;
+
+	if (result != NULL)
+		result->row_seen = false;
+	fencing_become_owner(&scope);
+	rel = open_leases(lockmode);
+	refuse_unsupported(rel, writes);
+	key = index_open(layout.key_oid, lockmode);
+	old = table_slot_create(rel, NULL);
+	if (writes)
+		ch.slot = MakeSingleTupleTableSlot(RelationGetDescr(rel),
+										   &TTSOpsVirtual);
+
+	/* see what this transaction did so far, as each SQL statement does */
+	if (!probe)
+		CommandCounterIncrement();
+	for (;;)
+	{
+		Snapshot	snapshot;
+		TimestampTz now = 0;
+		TM_FailureData tmfd;
+		TM_Result	tm;
+		bool		again = false;
+
+		snapshot = RegisterSnapshot(latest ? GetLatestSnapshot() :
+									GetTransactionSnapshot());
+		if (!look(rel, key, snapshot, req->name, old))
+		{
+			/* TAKEABLE: a lease that does not exist may be created */
+			processed = stmt == LEASE_TAKEABLE ? 1 : 0;
+		}
+		else if (now = GetCurrentTimestamp(), !qualifies(stmt, old, req, now))
+		{
+			if (result != NULL)
+				result->row_seen = true;
+		}
+		else if (!writes && stmt != LEASE_CHECK)
+		{
+			store_result(stmt, old, result);
+			processed = 1;
+		}
+		else
+		{
+			/* wait for writers and lockers, as UPDATE and FOR SHARE do */
+			tm = table_tuple_lock(rel, &old->tts_tid, snapshot, old,
+								  GetCurrentCommandId(true),
+								  writes ? LockTupleNoKeyExclusive : LockTupleShare,
+								  LockWaitBlock, 0, &tmfd);
+			switch (tm)
+			{
+				case TM_Ok:
+					if (!writes)
+						processed = 1;
+					else
+					{
+						slot_getallattrs(old);
+						change_row(stmt, old, req, now, &ch);
+						if (update_row(rel, snapshot, old, &ch))
+						{
+							store_result(stmt, stmt == LEASE_TAKE ? ch.slot : old,
+										 result);
+							processed = 1;
+						}
+					}
+					break;
+				case TM_SelfModified:
+					/* as the executor: our own command's change stands */
+					break;
+				case TM_Updated:
+				case TM_Deleted:
+					/* the same errors as the executor's */
+					if (IsolationUsesXactSnapshot())
+						ereport(ERROR,
+								(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+								 tm == TM_Updated ?
+								 errmsg("could not serialize access due to concurrent update") :
+								 errmsg("could not serialize access due to concurrent delete")));
+					/* READ COMMITTED: judge the new version, if any */
+					again = true;
+					break;
+				default:
+					elog(ERROR, "unexpected table_tuple_lock status: %d",
+						 (int) tm);
+			}
+		}
+		UnregisterSnapshot(snapshot);
+		if (!again)
+			break;
+		CHECK_FOR_INTERRUPTS();
+	}
+	if (writes)
+		CommandCounterIncrement();
+
+	if (ch.slot != NULL)
+		ExecDropSingleTupleTableSlot(ch.slot);
+	ExecDropSingleTupleTableSlot(old);
+	index_close(key, NoLock);
+	table_close(rel, NoLock);
+	fencing_restore_user(&scope);
+	return processed;
+}
+
+/* Is the statement one of ours?  The others are SQL (lease_store.c). */
+bool
+fencing_lease_row_statement(LeaseStatement stmt)
+{
+	switch (stmt)
+	{
+		case LEASE_TAKE:
+		case LEASE_TAKEABLE:
+		case LEASE_RENEW:
+		case LEASE_RELEASE:
+		case LEASE_CHECK:
+		case LEASE_HOLDER_ROLE:
+		case LEASE_FORCE_RELEASE:
+		case LEASE_AVAILABLE_AT:
+			return true;
+		default:
+			return false;
+	}
+}
+
+uint64
+fencing_run_lease_row(LeaseStatement stmt, const LeaseRequest *req,
+					  LeaseResult *result)
+{
+	return run(stmt, req, result, false, false);
+}
+
+/*
+ * Under REPEATABLE READ and SERIALIZABLE a statement sees the lease as of
+ * the transaction's snapshot.  When it answered "no" but the latest
+ * committed row says "yes" (the probe qualifies now and did not in the
+ * snapshot), the answer came from a stale row: raise a serialization
+ * failure, as PostgreSQL does for a write to such a row.
+ */
+void
+fencing_check_lease_snapshot(LeaseStatement probe, const LeaseRequest *req)
+{
+	Assert(!writes_row(probe) && probe != LEASE_CHECK);
+	if (!IsolationUsesXactSnapshot())
+		return;
+	if (run(probe, req, NULL, true, true) > 0 &&
+		run(probe, req, NULL, true, false) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to concurrent update of lease \"%s\"",
+						text_to_cstring(req->name)),
+				 errhint("The transaction might succeed if retried.")));
+}
