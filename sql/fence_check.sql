@@ -1,15 +1,6 @@
 -- fencing.fence_check(fence, token): true iff fence IS NULL OR fence < token
 -- Pure function: spends no token and reads no table.
-CREATE FUNCTION pg_temp.try(q text) RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-	r text;
-BEGIN
-	EXECUTE q INTO r;
-	RETURN 'ok: ' || coalesce(r, 'NULL');
-EXCEPTION WHEN OTHERS THEN
-	RETURN 'ERROR ' || SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i sql/include/try.sql
 
 -- the truth table, including the bigint edges
 SELECT fence, token, fencing.fence_check(fence, token) AS may_write,

@@ -1,15 +1,6 @@
 -- Bad arguments, read-only transactions and internal entry points: each is
 -- an error with its own SQLSTATE and message, and nothing changes.
-CREATE FUNCTION pg_temp.try(q text) RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-	r text;
-BEGIN
-	EXECUTE q INTO r;
-	RETURN 'ok: ' || coalesce(r, 'NULL');
-EXCEPTION WHEN OTHERS THEN
-	RETURN 'ERROR ' || SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i sql/include/try.sql
 
 -- all lease rows, exactly
 CREATE FUNCTION pg_temp.all_leases() RETURNS text

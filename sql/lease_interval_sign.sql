@@ -2,16 +2,7 @@
 -- (months of 30 days, days of 24 hours), as interval comparison has it,
 -- not the sign of one of its fields; an interval too large to convert to
 -- microseconds keeps its sign too.
-CREATE FUNCTION pg_temp.try(q text) RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-	r text;
-BEGIN
-	EXECUTE q INTO r;
-	RETURN 'ok: ' || coalesce(r, 'NULL');
-EXCEPTION WHEN OTHERS THEN
-	RETURN 'ERROR ' || SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i sql/include/try.sql
 
 SELECT i, i > interval '0' AS positive, i < interval '0' AS negative
   FROM (VALUES (interval '-1 day 25 hours'), ('1 mon -29 days'), ('1 day -1 hour'),

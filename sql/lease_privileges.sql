@@ -1,15 +1,6 @@
 -- A role with no privilege but USAGE on the schema uses leases through the
 -- functions only: the table and the sequences stay out of its reach.
-CREATE FUNCTION pg_temp.try(q text) RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-	r text;
-BEGIN
-	EXECUTE q INTO r;
-	RETURN 'ok: ' || coalesce(r, 'NULL');
-EXCEPTION WHEN OTHERS THEN
-	RETURN 'ERROR ' || SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i sql/include/try.sql
 
 CREATE ROLE regress_fencing_app LOGIN;
 GRANT USAGE ON SCHEMA fencing TO regress_fencing_app;
