@@ -3,12 +3,12 @@
 -- the C extension).
 --
 -- Same calls, results and semantics as fencing.lease_acquire and
--- fencing.lease_release (fencing--1.0.sql, src/lease.c, src/lease_store.c):
+-- fencing.lease_release (fencing--1.0.sql, src/lease.c, src/lease_row.c):
 --
---  * a lease row with the same columns, fillfactor and counters as
---    fencing.leases; the same three statements for an acquire (take a free,
---    released, expired or own row; else create it; else look once more) and
---    the same release;
+--  * a lease table made LIKE fencing.leases (so CREATE EXTENSION fencing
+--    comes first), with the same fillfactor; the same three statements
+--    for an acquire (take a free, released, expired or own row; else
+--    create it; else look once more) and the same release;
 --  * expiry judged by clock_timestamp() inside each statement, never by the
 --    start of the transaction;
 --  * a new token from a sequence for every acquire (plain nextval(): no WAL
@@ -29,22 +29,10 @@ CREATE SCHEMA plpgsql_lease;
 
 CREATE SEQUENCE plpgsql_lease.token_seq AS bigint MINVALUE 1 NO CYCLE;
 
-CREATE TABLE plpgsql_lease.leases (
-	name			text PRIMARY KEY,
-	holder			text NOT NULL,
-	holder_role		regrole NOT NULL,
-	token			bigint NOT NULL,
-	acquired_at		timestamptz NOT NULL,
-	expires_at		timestamptz NOT NULL,
-	released_at		timestamptz,
-	lock_delay		interval NOT NULL DEFAULT '0',
-	takeover		boolean NOT NULL DEFAULT false,
-	holder_changes	bigint NOT NULL DEFAULT 0,
-	acquires		bigint NOT NULL DEFAULT 0,
-	renewals		bigint NOT NULL DEFAULT 0,
-	releases		bigint NOT NULL DEFAULT 0,
-	expired_takeovers bigint NOT NULL DEFAULT 0
-) WITH (fillfactor = 70);
+-- the lease table's layout is fencing.leases' own (columns, defaults, key);
+-- LIKE copies no storage parameter, so the fillfactor is set again
+CREATE TABLE plpgsql_lease.leases (LIKE fencing.leases INCLUDING ALL)
+	WITH (fillfactor = 70);
 
 REVOKE ALL ON plpgsql_lease.leases, plpgsql_lease.token_seq FROM PUBLIC;
 
@@ -83,69 +71,49 @@ BEGIN
 	END IF;
 	d := make_interval(secs => ttl_us / 1000000);
 
-	-- take a free, released, expired (past its lock delay) or own row
-	UPDATE plpgsql_lease.leases AS l
-	   SET holder = lease_acquire.holder, holder_role = me,
-		   token = nextval('plpgsql_lease.token_seq'),
-		   acquired_at = clock_timestamp(),
-		   expires_at = clock_timestamp() + d,
-		   released_at = NULL,
-		   lock_delay = interval '0',
-		   takeover = (l.released_at IS NULL
-					   AND NOT (l.holder = lease_acquire.holder AND l.holder_role = me)),
-		   holder_changes = l.holder_changes +
-			   CASE WHEN l.holder = lease_acquire.holder AND l.holder_role = me THEN 0 ELSE 1 END,
-		   acquires = l.acquires + 1,
-		   expired_takeovers = l.expired_takeovers +
-			   CASE WHEN l.released_at IS NULL
-					 AND NOT (l.holder = lease_acquire.holder AND l.holder_role = me)
-					THEN 1 ELSE 0 END
-	 WHERE l.name = lease_acquire.name
-	   AND (l.released_at IS NOT NULL
-			OR l.expires_at + l.lock_delay <= clock_timestamp()
-			OR (l.holder = lease_acquire.holder AND l.holder_role = me))
-	RETURNING l.token INTO tok;
-	IF FOUND THEN
-		RETURN tok;
-	END IF;
+	-- a second round when a concurrent creator won: it may be this holder
+	-- in another session
+	FOR attempt IN 1 .. 2 LOOP
+		-- take a free, released, expired (past its lock delay) or own row
+		UPDATE plpgsql_lease.leases AS l
+		   SET holder = lease_acquire.holder, holder_role = me,
+			   token = nextval('plpgsql_lease.token_seq'),
+			   acquired_at = clock_timestamp(),
+			   expires_at = clock_timestamp() + d,
+			   released_at = NULL,
+			   lock_delay = interval '0',
+			   takeover = (l.released_at IS NULL
+						   AND NOT (l.holder = lease_acquire.holder AND l.holder_role = me)),
+			   holder_changes = l.holder_changes +
+				   CASE WHEN l.holder = lease_acquire.holder AND l.holder_role = me THEN 0 ELSE 1 END,
+			   acquires = l.acquires + 1,
+			   expired_takeovers = l.expired_takeovers +
+				   CASE WHEN l.released_at IS NULL
+						 AND NOT (l.holder = lease_acquire.holder AND l.holder_role = me)
+						THEN 1 ELSE 0 END
+		 WHERE l.name = lease_acquire.name
+		   AND (l.released_at IS NOT NULL
+				OR l.expires_at + l.lock_delay <= clock_timestamp()
+				OR (l.holder = lease_acquire.holder AND l.holder_role = me))
+		RETURNING l.token INTO tok;
+		IF FOUND OR attempt = 2 THEN
+			RETURN tok;		-- NULL: another holder's lease is live
+		END IF;
 
-	-- a new lease; spends no token when the row exists
-	INSERT INTO plpgsql_lease.leases AS l
-		   (name, holder, holder_role, token, acquired_at, expires_at, acquires)
-	SELECT lease_acquire.name, lease_acquire.holder, me,
-		   nextval('plpgsql_lease.token_seq'), clock_timestamp(),
-		   clock_timestamp() + d, 1
-	 WHERE NOT EXISTS (SELECT FROM plpgsql_lease.leases AS o
-						WHERE o.name = lease_acquire.name)
-	ON CONFLICT ON CONSTRAINT leases_pkey DO NOTHING
-	RETURNING l.token INTO tok;
-	IF FOUND THEN
-		RETURN tok;
-	END IF;
-
-	-- a concurrent creator won: it may be this holder in another session
-	UPDATE plpgsql_lease.leases AS l
-	   SET holder = lease_acquire.holder, holder_role = me,
-		   token = nextval('plpgsql_lease.token_seq'),
-		   acquired_at = clock_timestamp(),
-		   expires_at = clock_timestamp() + d,
-		   released_at = NULL,
-		   lock_delay = interval '0',
-		   takeover = (l.released_at IS NULL
-					   AND NOT (l.holder = lease_acquire.holder AND l.holder_role = me)),
-		   holder_changes = l.holder_changes +
-			   CASE WHEN l.holder = lease_acquire.holder AND l.holder_role = me THEN 0 ELSE 1 END,
-		   acquires = l.acquires + 1,
-		   expired_takeovers = l.expired_takeovers +
-			   CASE WHEN l.released_at IS NULL
-					 AND NOT (l.holder = lease_acquire.holder AND l.holder_role = me)
-					THEN 1 ELSE 0 END
-	 WHERE l.name = lease_acquire.name
-	   AND (l.released_at IS NOT NULL
-			OR l.expires_at + l.lock_delay <= clock_timestamp()
-			OR (l.holder = lease_acquire.holder AND l.holder_role = me))
-	RETURNING l.token INTO tok;
-	RETURN tok;		-- NULL: another holder's lease is live
+		-- a new lease; spends no token when the row exists
+		INSERT INTO plpgsql_lease.leases AS l
+			   (name, holder, holder_role, token, acquired_at, expires_at, acquires)
+		SELECT lease_acquire.name, lease_acquire.holder, me,
+			   nextval('plpgsql_lease.token_seq'), clock_timestamp(),
+			   clock_timestamp() + d, 1
+		 WHERE NOT EXISTS (SELECT FROM plpgsql_lease.leases AS o
+							WHERE o.name = lease_acquire.name)
+		ON CONFLICT ON CONSTRAINT leases_pkey DO NOTHING
+		RETURNING l.token INTO tok;
+		IF FOUND THEN
+			RETURN tok;
+		END IF;
+	END LOOP;
 END
 $$;
 
