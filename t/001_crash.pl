@@ -29,7 +29,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use IPC::Run;
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+use FencingTest;
 
 my $tmp = PostgreSQL::Test::Utils::tempdir;
 
@@ -57,38 +59,23 @@ is($node->safe_psql('postgres', 'SHOW synchronous_commit'),
 
 my $nclients = 0;
 
-# Start a psql client running @lines from a script file, stdout to a file.
-sub start_client
+# A psql client running @lines that stops at the first error: fencing_$tag$n
+sub client
 {
 	my ($tag, @lines) = @_;
 	$nclients++;
-	my $script = "$tmp/client_$nclients.sql";
-	my $out    = "$tmp/client_$nclients.out";
-	open my $fh, '>', $script or die "$script: $!";
-	print $fh "$_\n" for @lines;
-	close $fh;
-	my $connstr =
-	  $node->connstr('postgres') . " application_name=fencing_$tag";
-	my $h = IPC::Run::start(
-		[ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $connstr, '-f', $script ],
-		'<', \undef, '>', $out, '2>', "$tmp/client_$nclients.err");
-	return { h => $h, out => $out, tag => $tag, n => $nclients };
+	my $c = start_client($node, $tmp, "$tag$nclients", \@lines,
+		on_error_stop => 1);
+	@$c{qw(tag n)} = ($tag, $nclients);
+	return $c;
 }
 
 # Wait for a client to exit; return its acknowledged results.
-sub finish_client
+sub client_rows
 {
 	my ($c) = @_;
-	$c->{h}->finish;
-	my @rows;
-	open my $fh, '<', $c->{out} or die "$c->{out}: $!";
-	while (my $l = <$fh>)
-	{
-		chomp $l;
-		push @rows, [ split /\|/, $l, -1 ];
-	}
-	close $fh;
-	return \@rows;
+	my (undef, $rows) = finish_client($c);
+	return $rows;
 }
 
 sub token_lines
@@ -142,15 +129,16 @@ while (!$ctl_regressed && $ctl_attempts < 3)
 {
 	$ctl_attempts++;
 	my @c = map {
-		start_client('ctl', ("SELECT 'C', nextval('ctl_seq');") x 50000)
+		client('ctl', ("SELECT 'C', nextval('ctl_seq');") x 50000)
 	} 1 .. 4;
+	wait_for_clients($node, map { $_->{name} } @c);
 	wait_for_progress('ctl_seq', 3000);
 	$log_offset = -s $node->logfile;
 	$node->stop('immediate');
 	my $max = 0;
 	for my $c (@c)
 	{
-		for my $r (@{ finish_client($c) })
+		for my $r (@{ client_rows($c) })
 		{
 			$max = $r->[1] if $r->[0] eq 'C' && $r->[1] > $max;
 		}
@@ -211,53 +199,18 @@ sub check_after_restart
 {
 	my ($what) = @_;
 
-	my %seen;
-	my @dup = grep { $seen{$_}++ } @all_tokens;
-	is(scalar(@dup), 0,
-		"$what: all " . scalar(@all_tokens) . ' acknowledged tokens are distinct');
-
-	# every acknowledged lease is there, with the same or a later token
-	my %rows = map { my @f = split /\|/; ($f[0] => [ @f[ 1, 2 ] ]) }
-	  split /\n/,
-	  $node->safe_psql('postgres',
-		'SELECT name, holder, token FROM fencing.leases');
-	my @lost;
-	for my $name (sort keys %lease_ack)
-	{
-		my $a = $lease_ack{$name};
-		my $r = $rows{$name};
-		if (!defined $r)
-		{
-			push @lost, "$name: row missing";
-		}
-		elsif ($r->[1] < $a->{token})
-		{
-			push @lost, "$name: token $r->[1] < acknowledged $a->{token}";
-		}
-		elsif ($r->[1] == $a->{token} && $r->[0] ne $a->{holder})
-		{
-			push @lost,
-			  "$name: token $r->[1] held by $r->[0], acknowledged to $a->{holder}";
-		}
-		elsif ($name ne 'shared' && $r->[0] ne $a->{holder})
-		{
-			push @lost, "$name: holder $r->[0], acknowledged to $a->{holder}";
-		}
-	}
-	is_deeply(\@lost, [],
-		"$what: all " . scalar(keys %lease_ack) . ' acknowledged leases survived');
-
-	# the first tokens after the restart, from several new sessions
-	my @after;
-	for my $i (1 .. 3)
-	{
-		push @after, split /\n/,
-		  $node->safe_psql('postgres',
-			'SELECT fencing.next_token() FROM generate_series(1, 40)');
-	}
-	my @bad = grep { $_ <= $max_ack } @after;
-	is_deeply(\@bad, [],
-		"$what: " . scalar(@after) . " tokens after restart (first $after[0]) all > max acknowledged $max_ack");
+	check_distinct($what, \@all_tokens);
+	check_leases_survived(
+		$node, $what,
+		\%lease_ack,
+		sub {
+			my ($name, $holder) = @_;
+			my $acked = $lease_ack{$name}{holder};
+			return $name ne 'shared' && $holder ne $acked
+			  ? "holder $holder, acknowledged to $acked"
+			  : undef;
+		});
+	my @after = check_tokens_after_restart($node, $what, $max_ack, 3, 40);
 
 	# a lease re-acquired by its holder gets a token above all acknowledged
 	my ($name) = grep { $_ ne 'shared' } sort keys %lease_ack;
@@ -275,16 +228,19 @@ sub check_after_restart
 # cycle 1: immediate shutdown while only next_token() runs
 
 {
-	my @tc = map { start_client('tok', token_lines(50000)) } 1 .. 3;
-	my @lc = map { start_client('lease', lease_lines($_, 400)) } 1 .. 2;
+	my @tc = map { client('tok', token_lines(50000)) } 1 .. 3;
+	my @lc = map { client('lease', lease_lines($_, 400)) } 1 .. 2;
 	# the lease clients finish; their forced commits flush WAL no more
-	record_rows($_, finish_client($_)) for @lc;
+	record_rows($_, client_rows($_)) for @lc;
+	wait_for_clients($node, map { $_->{name} } @tc);
 	wait_for_progress('fencing.token_seq', 3000);
 	$log_offset = -s $node->logfile;
 	$node->stop('immediate');
 	my $n = 0;
-	$n += record_rows($_, finish_client($_)) for @tc;
-	cmp_ok($n, '>', 3000, "cycle 1: $n tokens acknowledged to next_token() clients");
+	$n += record_rows($_, client_rows($_)) for @tc;
+	# the seq moved 3000 past a point where all clients had begun; at most
+	# one call per client was in flight
+	cmp_ok($n, '>=', 3000 - 3, "cycle 1: $n tokens acknowledged to next_token() clients");
 	$node->start;
 	ok( $node->log_contains(
 			'database system was not properly shut down; automatic recovery in progress',
@@ -297,20 +253,26 @@ sub check_after_restart
 # cycle 2: SIGKILL of one backend while only lease_acquire() runs
 
 {
-	my @tc = map { start_client('tok', token_lines(2000)) } 1 .. 2;
-	my @lc = map { start_client('lease', lease_lines($_ + 2, 50000)) } 1 .. 3;
-	record_rows($_, finish_client($_)) for @tc;
-	wait_for_progress('fencing.token_seq', 1000);
+	my @tc = map { client('tok', token_lines(2000)) } 1 .. 2;
+	my @lc = map { client('lease', lease_lines($_ + 2, 50000)) } 1 .. 3;
+	record_rows($_, client_rows($_)) for @tc;
+	# the lease clients have all begun and acquired 600 more leases
+	wait_for_clients($node, map { $_->{name} } @lc);
+	my $acquires = q{(SELECT coalesce(sum(acquires), 0) FROM fencing.leases
+	                   WHERE name ~ '^(c[345]_|shared$)')};
+	my $target = $node->safe_psql('postgres', "SELECT $acquires + 600");
+	$node->poll_query_until('postgres', "SELECT $acquires >= $target")
+	  or die 'lease clients made no progress';
 
 	my $pid = $node->safe_psql('postgres',
-		"SELECT pid FROM pg_stat_activity WHERE application_name = 'fencing_lease' LIMIT 1"
+		"SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'fencing\\_lease%' LIMIT 1"
 	);
 	like($pid, qr/^\d+$/, 'cycle 2: found a lease client backend');
 	$log_offset = -s $node->logfile;
 	is(kill('KILL', $pid), 1, "cycle 2: sent SIGKILL to backend $pid");
 
 	my $n = 0;
-	$n += record_rows($_, finish_client($_)) for @lc;
+	$n += record_rows($_, client_rows($_)) for @lc;
 	cmp_ok($n, '>', 500, "cycle 2: $n lease acquires acknowledged");
 	$node->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
 	  or die 'node did not come back after the backend crash';

@@ -62,8 +62,10 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use IPC::Run;
 use Time::HiRes qw(time usleep);
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+use FencingTest;
 
 my $t_begin = time;
 my $tmp     = PostgreSQL::Test::Utils::tempdir;
@@ -185,44 +187,6 @@ sub token_script
 	return @l;
 }
 
-sub start_client
-{
-	my ($name, $cycle, @lines) = @_;
-	my $base = "$tmp/$name.c$cycle";
-	open my $fh, '>', "$base.sql" or die "$base.sql: $!";
-	print $fh "$_\n" for @lines;
-	close $fh;
-	my $connstr =
-	  $node->connstr('postgres') . " application_name=fencing_$name";
-	my $h = IPC::Run::start(
-		[
-			'psql', '-XAtq', '-v', 'ON_ERROR_STOP=0', '-d', $connstr,
-			'-f', "$base.sql"
-		],
-		'<', \undef, '>', "$base.out", '2>', "$base.err");
-	return { h => $h, name => $name, base => $base };
-}
-
-# wait for a client to exit; return (exit code, rows, stderr lines)
-sub finish_client
-{
-	my ($c) = @_;
-	$c->{h}->finish;
-	my $rc = $c->{h}->result(0);
-	my (@rows, @err);
-	open my $fh, '<', "$c->{base}.out" or die "$c->{base}.out: $!";
-	while (my $l = <$fh>)
-	{
-		chomp $l;
-		push @rows, [ split /\|/, $l, -1 ];
-	}
-	close $fh;
-	open $fh, '<', "$c->{base}.err" or die "$c->{base}.err: $!";
-	chomp(@err = <$fh>);
-	close $fh;
-	return ($rc, \@rows, \@err);
-}
-
 sub progress
 {
 	return split /\|/,
@@ -248,51 +212,17 @@ sub check_after_restart
 {
 	my ($what, $cycle) = @_;
 
-	my %seen;
-	my @dup = grep { $seen{$_}++ } @all_tokens;
-	is(scalar(@dup), 0,
-		"$what: all " . scalar(@all_tokens) . ' acknowledged tokens are distinct');
-
-	# leases: same token and holder, or a larger token
-	my %rows = map { $_->[0] => $_ }
-	  query_rows('SELECT name, holder, token FROM fencing.leases');
-	my @lost;
-	for my $name (sort keys %lease_ack)
-	{
-		my $a = $lease_ack{$name};
-		my $r = $rows{$name};
-		if (!defined $r)
-		{
-			push @lost, "$name: row missing";
-		}
-		elsif ($r->[2] < $a->{token})
-		{
-			push @lost, "$name: token $r->[2] < acknowledged $a->{token}";
-		}
-		elsif ($r->[2] == $a->{token} && $r->[1] ne $a->{holder})
-		{
-			push @lost,
-			  "$name: token $r->[2] held by $r->[1], acknowledged to $a->{holder}";
-		}
-		elsif ($name =~ /^c(\d)_/ && $r->[1] ne "l$1")
-		{
-			push @lost, "$name: holder $r->[1], only l$1 acquires it";
-		}
-	}
-	is_deeply(\@lost, [],
-		"$what: all " . scalar(keys %lease_ack) . ' acknowledged leases survived');
-
-	# tokens from new sessions
-	my @after;
-	for my $i (1 .. 3)
-	{
-		push @after, split /\n/,
-		  $node->safe_psql('postgres',
-			'SELECT fencing.next_token() FROM generate_series(1, 20)');
-	}
-	my @bad = grep { $_ <= $max_ack } @after;
-	is_deeply(\@bad, [],
-		"$what: " . scalar(@after) . " tokens after restart (first $after[0]) all > max acknowledged $max_ack");
+	check_distinct($what, \@all_tokens);
+	check_leases_survived(
+		$node, $what,
+		\%lease_ack,
+		sub {
+			my ($name, $holder) = @_;
+			return $name =~ /^c(\d)_/ && $holder ne "l$1"
+			  ? "holder $holder, only l$1 acquires it"
+			  : undef;
+		});
+	my @after = check_tokens_after_restart($node, $what, $max_ack, 3, 20);
 	my $max_before = $max_ack;
 
 	# a holder re-acquires its own lease
@@ -387,24 +317,38 @@ for my $cycle (1 .. $cycles)
 	my $what = "cycle $cycle (" . ($kill ? 'backend SIGKILL' : 'immediate stop') . ')';
 
 	my @p0 = progress();
+	my $dir = "$tmp/c$cycle";
+	mkdir $dir or die "$dir: $!";
 	my @clients = (
-		(map { start_client("w$_", $cycle, writer_script($_, $cycle, 4000)) } 1 .. 2),
-		(map { start_client("l$_", $cycle, token_script($_, $cycle, 25000)) } 1 .. 2));
+		(map { start_client($node, $dir, "w$_", [ writer_script($_, $cycle, 4000) ]) } 1 .. 2),
+		(map { start_client($node, $dir, "l$_", [ token_script($_, $cycle, 25000) ]) } 1 .. 2));
 
-	# at least 2 s of load, and real progress of every kind
+	# Under load a client may start late.  Crash only once every client
+	# runs and has committed work of its own (acknowledged, then, but for
+	# the few statements in flight), after at least 2 s of load with real
+	# progress of every kind: a client that connected after the crash would
+	# run its script against the restarted server.
+	wait_for_clients($node, qw(w1 w2 l1 l2));
+	my $per_client = qq{
+SELECT (SELECT count(*) FROM audit WHERE val LIKE 'w1.c$cycle.%') >= 3
+   AND (SELECT count(*) FROM audit WHERE val LIKE 'w2.c$cycle.%') >= 3
+   AND (SELECT count(*) FROM scratch WHERE v LIKE 'l1.c$cycle.%') >= 3
+   AND (SELECT count(*) FROM scratch WHERE v LIKE 'l2.c$cycle.%') >= 3};
 	my $t0 = time;
-	while (1)
-	{
-		usleep(200_000);
-		my @p = progress();
-		last
-		  if time - $t0 >= 2
-		  && $p[0] - $p0[0] >= 20
-		  && $p[1] - $p0[1] >= 2
-		  && $p[2] - $p0[2] >= 200
-		  && $p[3] - $p0[3] >= 20;
-		die "$what: no progress after 30 s: @p0 -> @p" if time - $t0 > 30;
-	}
+	my @p;
+	wait_until(
+		"$what: progress of every kind and of every client",
+		120,
+		sub {
+			@p = progress();
+			return
+				 time - $t0 >= 2
+			  && $p[0] - $p0[0] >= 20
+			  && $p[1] - $p0[1] >= 2
+			  && $p[2] - $p0[2] >= 200
+			  && $p[3] - $p0[3] >= 20
+			  && $node->safe_psql('postgres', $per_client) eq 't';
+		});
 	my ($connected, $unflushed) = split /\|/,
 	  $node->safe_psql(
 		'postgres', q{

@@ -1,0 +1,169 @@
+# Copyright: fencing extension authors
+#
+# FencingTest: what the crash tests share.  Load clients are psql
+# processes running a script of ours; only what a client printed counts as
+# acknowledged (in autocommit the server commits before it sends
+# CommandComplete, and psql prints a result only once it is complete).
+# Everything that depends on timing waits for the condition it needs, with
+# a deadline, instead of assuming it happened.
+#
+#   use FindBin;
+#   use lib "$FindBin::RealBin/lib";
+#   use FencingTest;
+package FencingTest;
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use IPC::Run;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+our @EXPORT = qw(start_client finish_client wait_until wait_for_clients
+  check_distinct check_leases_survived check_tokens_after_restart);
+
+# start_client($node, $dir, $name, \@lines, %opt): a psql client named
+# fencing_$name (its application_name) running @lines; its stdout and
+# stderr go to files in $dir.  on_error_stop => 1 stops it at an error.
+sub start_client
+{
+	my ($node, $dir, $name, $lines, %opt) = @_;
+	my $base = "$dir/$name";
+	open my $fh, '>', "$base.sql" or die "$base.sql: $!";
+	print $fh "$_\n" for @$lines;
+	close $fh;
+	my $connstr =
+	  $node->connstr('postgres') . " application_name=fencing_$name";
+	my $h = IPC::Run::start(
+		[
+			'psql', '-XAtq', '-v',
+			'ON_ERROR_STOP=' . ($opt{on_error_stop} ? 1 : 0),
+			'-d', $connstr, '-f', "$base.sql"
+		],
+		'<', \undef, '>', "$base.out", '2>', "$base.err");
+	return { h => $h, name => $name, base => $base };
+}
+
+# finish_client($c): wait for the client to exit; (exit code, rows split
+# on "|", stderr lines)
+sub finish_client
+{
+	my ($c) = @_;
+	$c->{h}->finish;
+	my $rc = $c->{h}->result(0);
+	my (@rows, @err);
+	open my $fh, '<', "$c->{base}.out" or die "$c->{base}.out: $!";
+	while (my $l = <$fh>)
+	{
+		chomp $l;
+		push @rows, [ split /\|/, $l, -1 ];
+	}
+	close $fh;
+	open $fh, '<', "$c->{base}.err" or die "$c->{base}.err: $!";
+	chomp(@err = <$fh>);
+	close $fh;
+	return ($rc, \@rows, \@err);
+}
+
+# wait_until($what, $timeout_s, $sub): call $sub every 100 ms until it
+# returns true; die with $what after $timeout_s seconds.
+sub wait_until
+{
+	my ($what, $timeout, $sub) = @_;
+	my $t0 = time;
+	until ($sub->())
+	{
+		die "timed out after ${timeout} s waiting for $what"
+		  if time - $t0 > $timeout;
+		usleep(100_000);
+	}
+	return;
+}
+
+# wait_for_clients($node, @names): until every client fencing_$name has a
+# backend that has run a query (a client that connects late would run its
+# script after the crash the test is about to cause).
+sub wait_for_clients
+{
+	my ($node, @names) = @_;
+	my $list = join(', ', map { "'fencing_$_'" } @names);
+	$node->poll_query_until('postgres',
+		"SELECT count(DISTINCT application_name) = " . scalar(@names)
+		  . " FROM pg_stat_activity WHERE application_name IN ($list)"
+		  . " AND query_start IS NOT NULL")
+	  or die "clients @names did not all connect";
+	return;
+}
+
+# check_distinct($what, \@tokens)
+sub check_distinct
+{
+	my ($what, $tokens) = @_;
+	my %seen;
+	my @dup = grep { $seen{$_}++ } @$tokens;
+	is(scalar(@dup), 0,
+		"$what: all " . scalar(@$tokens) . ' acknowledged tokens are distinct');
+	return;
+}
+
+# check_leases_survived($node, $what, \%ack, $holder_rule): every
+# acknowledged lease (name => { token, holder }) is in fencing.leases with
+# the same token and holder, or a larger token.  $holder_rule, if given,
+# returns a complaint for a row (name, holder) whose holder is impossible.
+sub check_leases_survived
+{
+	my ($node, $what, $ack, $holder_rule) = @_;
+	my %rows = map { my @f = split /\|/, $_, -1; ($f[0] => [ @f[ 1, 2 ] ]) }
+	  split /\n/,
+	  $node->safe_psql('postgres',
+		'SELECT name, holder, token FROM fencing.leases');
+	my @lost;
+	for my $name (sort keys %$ack)
+	{
+		my $a = $ack->{$name};
+		my $r = $rows{$name};
+		if (!defined $r)
+		{
+			push @lost, "$name: row missing";
+		}
+		elsif ($r->[1] < $a->{token})
+		{
+			push @lost, "$name: token $r->[1] < acknowledged $a->{token}";
+		}
+		elsif ($r->[1] == $a->{token} && $r->[0] ne $a->{holder})
+		{
+			push @lost,
+			  "$name: token $r->[1] held by $r->[0], acknowledged to $a->{holder}";
+		}
+		elsif ($holder_rule && (my $why = $holder_rule->($name, $r->[0])))
+		{
+			push @lost, "$name: $why";
+		}
+	}
+	is_deeply(\@lost, [],
+		"$what: all " . scalar(keys %$ack) . ' acknowledged leases survived');
+	return;
+}
+
+# check_tokens_after_restart($node, $what, $max_ack, $sessions, $per):
+# tokens from $sessions new sessions, $per each, are all above $max_ack;
+# returns them
+sub check_tokens_after_restart
+{
+	my ($node, $what, $max_ack, $sessions, $per) = @_;
+	my @after;
+	for my $i (1 .. $sessions)
+	{
+		push @after, split /\n/,
+		  $node->safe_psql('postgres',
+			"SELECT fencing.next_token() FROM generate_series(1, $per)");
+	}
+	my @bad = grep { $_ <= $max_ack } @after;
+	is_deeply(\@bad, [],
+		"$what: " . scalar(@after)
+		  . " tokens after restart (first $after[0]) all > max acknowledged $max_ack");
+	return @after;
+}
+
+1;
