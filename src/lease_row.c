@@ -111,8 +111,6 @@ static struct
 	int			att[NUM_LEASE_COLUMNS]; /* 0-based attribute numbers */
 }			layout;
 
-#define ERRCODE_FENCING_LEASES_UNSUPPORTED	MAKE_SQLSTATE('L','F','0','2','0')
-
 static void
 learn_layout(Relation rel)
 {
