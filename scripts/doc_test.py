@@ -8,7 +8,8 @@ root as working directory.
 
 What runs:
 
-  README.md, docs/*.md        every ```sql block, in psql
+  README.md, docs/*.md        every ```sql block, in psql (their ```sh
+                              blocks, install and CI commands, are not run)
   examples/README.md,         every ```sh block, in bash, and every ```sql
   examples/{python,node,c}/   block, in psql, in order, as one shell story
   README.md
