@@ -23,6 +23,10 @@ FENCING_DEB_PACKAGES=(
 	postgresql-server-dev-all
 	libpq-dev
 	gnuplot-nox
+	patroni
+	etcd-server
+	etcd-client
+	libfaketime
 )
 # Node.js for examples/node (t/063_clients.pl).  A nodejs that bundles its
 # own npm (NodeSource's) conflicts with Debian's npm package: ask for
@@ -49,9 +53,26 @@ fencing_install_deps() {
 	# one apt at a time, whoever else on this machine installs
 	(
 		flock 8
-		apt-get -o DPkg::Lock::Timeout=900 update -q >/dev/null
-		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 \
-			install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+		# etcd-server and patroni come with services that would start a
+		# system-wide etcd (on port 2379) and a Patroni: the tests start
+		# their own, so no service may start during the installation.
+		local policy=
+		if [ ! -e /usr/sbin/policy-rc.d ]; then
+			policy=/usr/sbin/policy-rc.d
+			printf '#!/bin/sh\n# fencing deps.sh: start no service during apt-get install\nexit 101\n' >"$policy"
+			chmod 755 "$policy"
+		fi
+		local rc=0
+		apt-get -o DPkg::Lock::Timeout=900 update -q >/dev/null &&
+			DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 \
+				install -y -q --no-install-recommends "${missing[@]}" >/dev/null || rc=$?
+		[ -z "$policy" ] || rm -f "$policy"
+		# and none at the next boot either (systemd only; never stopped
+		# here: whatever runs was started by someone else)
+		if [ -d /run/systemd/system ]; then
+			systemctl disable etcd.service patroni.service >/dev/null 2>&1 || true
+		fi
+		exit $rc
 	) 8>>/tmp/fencing-apt.lock
 }
 
@@ -61,6 +82,9 @@ fencing_install_deps() {
 # debhelper sequence): the Debian package test, t/060_debian_package.pl.
 # libpq-dev: examples/c (also pulled in by postgresql-server-dev-N).
 # gnuplot-nox: the plot of bench/run.sh.
+# patroni, etcd-server, etcd-client: t/070_patroni.pl, a three-member Patroni
+# cluster on etcd (the test runs its own etcd and Patroni processes; the
+# packaged services are never started).  libfaketime: its skewed-clock member.
 
 # Build with warnings as errors and install into the server's directories.
 # Server headers trip -Wunused-parameter, so that one warning stays off.

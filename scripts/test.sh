@@ -14,6 +14,9 @@ cd "$(dirname "$0")/.."
 . scripts/deps.sh
 
 suites=${FENCING_SUITES:-"regress isolation docs tap negative model"}
+# fencing_install_deps installs Patroni and etcd: here t/070_patroni.pl must
+# not skip for want of them
+export FENCING_REQUIRE_HA_TOOLS=1
 
 fencing_install_deps
 # npm packages of the TAP tests, installed once per lock file (postgres runs them)
