@@ -31,7 +31,8 @@ for r in tsv('runs.tsv'):
     phase, rnd, system, clients, names, cpu, js = r[:7]
     d = json.loads(js)
     d.update(phase=phase, round=int(rnd), system=system, clients=int(clients),
-             names=int(names), server_cpu_s=float(cpu))
+             names=int(names), server_cpu_s=float(cpu),
+             syncs=int(r[7]) if len(r) > 7 and r[7].strip() else None)
     runs.append(d)
 
 phases = [p for p in ['durable', 'nofsync'] if any(r['phase'] == p for r in runs)]
@@ -137,6 +138,22 @@ for phase in phases:
     for c in cells:
         w(f"| {cell_label(c)} | " + ' | '.join(fmt(med(vals(phase, s, c, 'grants_per_s'))) for s in systems) + ' |')
     w('')
+    if phase == 'durable':
+        def syncs_per(s, c):
+            xs = []
+            for rr in rounds:
+                k = (phase, rr, s) + c
+                if k in by and by[k]['syncs'] is not None and by[k]['attempts']:
+                    xs.append(1e3 * by[k]['syncs'] / (by[k]['attempts'] * ((dur + warm) / dur if dur else 1)))
+            return med(xs)
+        w('fsyncs of the server\'s log per 1,000 cycles (median over rounds; fewer means more '
+          'commits share one fsync; Redis keeps no count):')
+        w('')
+        w('| cell | ' + ' | '.join(NAMES[s] for s in systems) + ' |')
+        w('|---|' + '---|' * len(systems))
+        for c in cells:
+            w(f"| {cell_label(c)} | " + ' | '.join(fmt(syncs_per(s, c)) for s in systems) + ' |')
+        w('')
     w('p99 of the cycle time, ms (median over rounds):')
     w('')
     w('| cell | ' + ' | '.join(NAMES[s] for s in systems) + ' |')
@@ -257,14 +274,19 @@ w('Server CPU: user + system seconds of the server process (for PostgreSQL, its 
   'over the whole run including connecting and the warm-up, per 1,000 measured cycles '
   f"scaled by {dur:g} / {dur + warm:g} s; client CPU: the driver\'s, measured window only.")
 w('')
-w('| durability | round | cell | system | cycles/s | grants/s | p50 ms | p99 ms | backwards | errors | server CPU ms / 1k cycles | client CPU % |')
-w('|---|---|---|---|---|---|---|---|---|---|---|---|')
+w('fsyncs / 1k cycles: the server\'s own count of log syncs (PostgreSQL `pg_stat_wal.wal_sync`, '
+  'etcd `etcd_disk_wal_fsync_duration_seconds_count`, ZooKeeper `zk_cnt_fsynctime`; Redis has '
+  'none), scaled like the server CPU.')
+w('')
+w('| durability | round | cell | system | cycles/s | grants/s | p50 ms | p99 ms | backwards | errors | server CPU ms / 1k cycles | fsyncs / 1k cycles | client CPU % |')
+w('|---|---|---|---|---|---|---|---|---|---|---|---|---|')
 for r in sorted(ok, key=lambda r: (phases.index(r['phase']), r['round'], cells.index((r['clients'], r['names'])), systems.index(r['system']))):
     cyc = r['attempts'] * (dur + warm) / dur if dur else r['attempts']
     cpu_per = 1e6 * r['server_cpu_s'] / cyc if cyc else None
+    sync_per = 1e3 * r['syncs'] / cyc if cyc and r['syncs'] is not None else None
     w(f"| {r['phase']} | {r['round']} | {cell_label((r['clients'], r['names']))} | {r['system']} | "
       f"{fmt(r['cycles_per_s'])} | {fmt(r['grants_per_s'])} | {fmt(r['p50_ms'], 2)} | {fmt(r['p99_ms'], 2)} | "
-      f"{r['backwards']} | {r['errors']} | {fmt(cpu_per, 1)} | {fmt(100 * r.get('client_cpu_s', 0) / r['seconds'])} |")
+      f"{r['backwards']} | {r['errors']} | {fmt(cpu_per, 1)} | {fmt(sync_per, 0)} | {fmt(100 * r.get('client_cpu_s', 0) / r['seconds'])} |")
 w('')
 
 # ---- plot -----------------------------------------------------------------------------------

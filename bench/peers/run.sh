@@ -99,7 +99,8 @@ run_one() {
 	zookeeper) port=$ZK_PORT ;;
 	redis) port=$REDIS_PORT ;;
 	esac
-	local cpu0 cpu1 out
+	local cpu0 cpu1 sync0 sync1 out
+	sync0=$(sync_count "$s")
 	cpu0=$(server_cpu "$s")
 	if out=$(TTL_S=$TTL_S timeout $((60 + 2 * ${DUR%.*})) node node/driver.js "$s" "$clients" "$names" "$DUR" "$port" "$WARMUP" 2>"$O/driver.err"); then
 		:
@@ -114,10 +115,29 @@ run_one() {
 		done
 	fi
 	cpu1=$(server_cpu "$s")
-	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$phase" "$r" "$s" "$clients" "$names" \
-		"$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN { print b - a }')" "$out" >>"$O/runs.tsv"
+	sync1=$(sync_count "$s")
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$phase" "$r" "$s" "$clients" "$names" \
+		"$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN { print b - a }')" "$out" \
+		"$([ -n "$sync0" ] && [ -n "$sync1" ] && echo $((sync1 - sync0)))" >>"$O/runs.tsv"
 	printf '  %-8s %-9s %2s clients %4s names: %s\n' "$phase" "$s" "$clients" "$names" \
 		"$(printf '%s' "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("FAILED " + d.get("stderr","") if d.get("failed") else "%.0f cycles/s, p99 %.2f ms, %d backwards, %d errors" % (d["cycles_per_s"], d["p99_ms"] or 0, d["backwards"], d["errors"]))')" >&2
+}
+
+# fsyncs (data syncs of the log) the server of system $1 has made so far,
+# from its own statistics; Redis keeps no such count ("").
+sync_count() {
+	case $1 in
+	fencing | plain)
+		psql -X -At -h "$W" -p "$PG_PORT" -d bench -c "SELECT wal_sync FROM pg_stat_wal" 2>/dev/null || echo "" ;;
+	etcd)
+		python3 -c 'import sys, urllib.request
+for l in urllib.request.urlopen(sys.argv[1], timeout=10).read().decode().splitlines():
+    if l.startswith("etcd_disk_wal_fsync_duration_seconds_count"):
+        print(l.split()[-1])' "http://127.0.0.1:$ETCD_PORT/metrics" 2>/dev/null || echo "" ;;
+	zookeeper)
+		{ exec 3<>"/dev/tcp/127.0.0.1/$ZK_PORT" && echo mntr >&3 && awk '$1 == "zk_cnt_fsynctime" { print $2 }' <&3; exec 3<&-; } 2>/dev/null || echo "" ;;
+	*) echo "" ;;
+	esac
 }
 
 # CPU seconds (user + system) used so far by the server of system $1 and
@@ -190,6 +210,8 @@ start_servers() {
 		# 64 clients from one address: the default limit is 60
 		maxClientCnxns=0
 		admin.enableServer=false
+		# mntr: the fsync count of the report
+		4lw.commands.whitelist=mntr
 		forceSync=$([ "$phase" = nofsync ] && echo no || echo yes)
 	EOF
 	printf 'log4j.rootLogger=WARN, CONSOLE\nlog4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender\nlog4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout\nlog4j.appender.CONSOLE.layout.ConversionPattern=%%d %%p %%m%%n\n' >"$d/zkconf/log4j.properties"
