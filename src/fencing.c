@@ -68,11 +68,7 @@ _PG_init(void)
 	fencing_define_token_guc();
 	fencing_lease_init();
 	fencing_events_init();
-#if PG_VERSION_NUM >= 150000
-	MarkGUCPrefixReserved("fencing");
-#else
-	EmitWarningsOnPlaceholders("fencing");
-#endif
+	fencing_reserve_guc_prefix();
 }
 
 static Oid

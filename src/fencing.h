@@ -82,6 +82,10 @@ typedef struct FencingOwnerScope
 extern void fencing_become_owner(FencingOwnerScope *scope);
 extern void fencing_restore_user(const FencingOwnerScope *scope);
 
+/* guc_prefix.c */
+extern void fencing_reserve_guc_prefix(void);
+extern void fencing_refuse_guc_placeholders(void);
+
 /* args.c */
 extern void fencing_require_arg(FunctionCallInfo fcinfo, int argno,
 								const char *what);

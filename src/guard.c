@@ -215,7 +215,11 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 			return PointerGetDatum(tuple);
 		}
 		if (!has_token)
+		{
+			/* an unfenced row: not for a misspelt fencing.token (13, 14) */
+			fencing_refuse_guc_placeholders();
 			return PointerGetDatum(tuple);
+		}
 		fencing_fenced_write_durable();
 		return PointerGetDatum(stamp_fence(tuple, desc, attnum, token));
 	}
@@ -228,6 +232,7 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 		{
 			if (!allow_unfenced)
 				report_unfenced(rel, colname, "DELETE");
+			fencing_refuse_guc_placeholders();
 		}
 		else
 		{
@@ -279,6 +284,7 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 	{
 		if (!allow_unfenced)
 			report_unfenced(rel, colname, "UPDATE");
+		fencing_refuse_guc_placeholders();
 		return PointerGetDatum(trigdata->tg_newtuple);
 	}
 	if (has_old && token < old_fence)

@@ -1,0 +1,28 @@
+--
+-- A misspelt "fencing." name set before the library is loaded (SET, or
+-- PGOPTIONS, postgresql.conf, ALTER ROLE ... SET made before): no check
+-- can refuse it then.  When the library loads, PostgreSQL 15 and later
+-- remove it with a WARNING; 13 and 14 cannot remove it and only warn, so
+-- there fence_guard refuses every write that declares no token while the
+-- misspelt name has a value (docs/versions.md).  Either way no write goes
+-- through as if the misspelt value had been a token.
+--
+\c
+SET fencing.tkn = '33';
+\echo :SQLSTATE
+-- the first fencing call loads the library
+SELECT fencing.fence_check(1, 2) AS loaded;
+SHOW fencing.tkn;
+\echo :SQLSTATE
+CREATE TABLE guc_preload_t (id int PRIMARY KEY, v text, fence bigint);
+CREATE TRIGGER guard BEFORE INSERT OR UPDATE OR DELETE ON guc_preload_t
+    FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard('fence');
+INSERT INTO guc_preload_t VALUES (1, 'one', 33);
+UPDATE guc_preload_t SET v = 'unfenced' WHERE id = 1;
+\echo :SQLSTATE
+-- a declared token is used as always
+BEGIN;
+SET LOCAL fencing.token = '34';
+UPDATE guc_preload_t SET v = 'by 34' WHERE id = 1 RETURNING *;
+COMMIT;
+DROP TABLE guc_preload_t;
