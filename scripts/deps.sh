@@ -27,6 +27,7 @@ FENCING_DEB_PACKAGES=(
 	etcd-server
 	etcd-client
 	libfaketime
+	bison flex libssl-dev zlib1g-dev bzip2 xz-utils
 )
 # Node.js for examples/node (t/063_clients.pl).  A nodejs that bundles its
 # own npm (NodeSource's) conflicts with Debian's npm package: ask for
@@ -85,6 +86,8 @@ fencing_install_deps() {
 # patroni, etcd-server, etcd-client: t/070_patroni.pl, a three-member Patroni
 # cluster on etcd (the test runs its own etcd and Patroni processes; the
 # packaged services are never started).  libfaketime: its skewed-clock member.
+# bison, flex, libssl-dev, zlib1g-dev, bzip2, xz-utils: the PostgreSQL
+# servers that scripts/pg_server.sh builds for the version matrix.
 
 # Build with warnings as errors and install into the server's directories.
 # Server headers trip -Wunused-parameter, so that one warning stays off.

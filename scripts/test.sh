@@ -2,12 +2,15 @@
 # test.sh: install build dependencies, build with -Wall -Wextra -Werror,
 # install, and run every suite: pg_regress, isolation specs, the
 # documentation's code blocks (scripts/doc_test.sh), TAP tests, the negative
-# control and the model check.
+# control and the model check on PostgreSQL 15; then the version matrix
+# (scripts/matrix.sh: build, regress, isolation and the token TAP tests on
+# 13, 14, 16, 17 and 18).
 #
 #   sudo scripts/test.sh                 # everything
 #   FENCING_SUITES="regress isolation" sudo scripts/test.sh
 #   FENCING_SUITES=docs sudo scripts/test.sh     # README.md, docs/, examples/
 #   PROVE_TESTS=t/002_promotion.pl sudo scripts/test.sh
+#   FENCING_MATRIX_MAJORS="13 17" sudo scripts/test.sh   # fewer other majors
 #   FENCING_PRIVATE=1 sudo scripts/test.sh   # a private copy of the server
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,8 +20,24 @@ suites=${FENCING_SUITES:-"regress isolation docs tap negative model"}
 # fencing_install_deps installs Patroni and etcd: here t/070_patroni.pl must
 # not skip for want of them
 export FENCING_REQUIRE_HA_TOOLS=1
+top=$PWD
 
 fencing_install_deps
+# The matrix's servers are built (first run on a machine) or found cached
+# in the background while the 15 suites run; scripts/matrix.sh waits for
+# each one it needs.
+matrix_majors=${FENCING_MATRIX_MAJORS:-13 14 16 17 18}
+matrix_prep=
+case " $suites " in
+*" matrix "*)
+	if [ "$(id -u)" -eq 0 ]; then
+		matrix_prep_log=$(mktemp /tmp/fencing-matrix-prep.XXXXXX)
+		# shellcheck disable=SC2086
+		nice -n 10 bash scripts/matrix.sh --prepare $matrix_majors >"$matrix_prep_log" 2>&1 &
+		matrix_prep=$!
+	fi
+	;;
+esac
 # npm packages of the TAP tests, installed once per lock file (postgres runs them)
 if [ "$(id -u)" -eq 0 ]; then
 	install -d -o postgres -g postgres /var/cache/fencing-npm
@@ -61,7 +80,7 @@ run_suite() {
 	shift
 	local log="$work/$name.log"
 	echo "== $name"
-	if fencing_as_postgres "$@" >"$log" 2>&1; then
+	if ${RUN_AS:-fencing_as_postgres} "$@" >"$log" 2>&1; then
 		cat "$log"
 	else
 		cat "$log"
@@ -76,7 +95,7 @@ run_suite() {
 	local p f
 	p=$(grep -Ec '^(ok|test) .* ok( |$)|^ok [0-9]+ ' "$log" || true)
 	case $name in
-	negative | model | docs)
+	negative | model | docs | matrix)
 		p=$(sed -n 's/^[a-z ]*: \([0-9]*\) passed, \([0-9]*\) failed.*/\1/p' "$log" | tail -n1)
 		f=$(sed -n 's/^[a-z ]*: \([0-9]*\) passed, \([0-9]*\) failed.*/\2/p' "$log" | tail -n1)
 		p=${p:-0}
@@ -95,6 +114,10 @@ run_suite() {
 	esac
 	passed=$((passed + p))
 	failed=$((failed + f))
+}
+
+run_suite_as_root() {
+	RUN_AS=command run_suite "$@"
 }
 
 PGX="bash $work/scripts/tmp_cluster.sh"
@@ -116,6 +139,22 @@ for s in $suites; do
 	tap)
 		[ -n "$(ls t/*.pl 2>/dev/null)" ] &&
 			run_suite tap make -s installcheck REGRESS= ISOLATION= ${PROVE_TESTS:+PROVE_TESTS="$PROVE_TESTS"}
+		;;
+	matrix)
+		# as root: it builds servers, then runs its suites as postgres
+		if [ "$(id -u)" -ne 0 ]; then
+			echo "== matrix: NOT RUN, needs root"
+			failed=$((failed + 1))
+			status=1
+			continue
+		fi
+		export FENCING_MATRIX_MAJORS=$matrix_majors
+		run_suite_as_root matrix bash "$top/scripts/matrix.sh"
+		if [ -n "$matrix_prep" ]; then
+			wait "$matrix_prep" || true
+			grep -q 'not obtained' "$matrix_prep_log" && cat "$matrix_prep_log"
+			rm -f "$matrix_prep_log"
+		fi
 		;;
 	negative)
 		# the token tests must fail against a plain nextval()

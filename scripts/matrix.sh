@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# matrix.sh: build fencing against every supported PostgreSQL major and run
+# pg_regress, the isolation specs and the token-guarantee TAP tests
+# (test/matrix/tap_tests) on each.
+#
+#   sudo scripts/matrix.sh               # 13 14 15 16 17 18
+#   sudo scripts/matrix.sh 13 17         # some majors
+#   sudo scripts/matrix.sh --prepare     # only obtain (build, cache) the servers
+#
+# Each server comes from scripts/pg_server.sh (cached under
+# /var/cache/fencing-pg/NN).  Each major gets a private copy of its server
+# installation and of this tree: fencing is built with -Wall -Wextra
+# -Werror and installed into that copy only, never into the system's
+# PostgreSQL nor the cache.  Prints a line per major and a closing line
+# "matrix: N passed, N failed".  A major that cannot be obtained is
+# reported loudly; it fails the run unless its source is absent from this
+# machine (pg_server.sh exit status 3).
+#
+# FENCING_MATRIX_MAJORS: the majors when none are given.
+# FENCING_MATRIX_SUITES: "regress isolation tap" by default.
+# FENCING_MATRIX_TAP: TAP files (default: test/matrix/tap_tests).
+# FENCING_MATRIX_KEEP=1: keep the per-major work directories.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+top=$PWD
+. scripts/deps.sh
+. scripts/pg_server.sh
+
+prepare_only=
+if [ "${1:-}" = --prepare ]; then
+	prepare_only=1
+	shift
+fi
+majors=${*:-${FENCING_MATRIX_MAJORS:-13 14 15 16 17 18}}
+suites=${FENCING_MATRIX_SUITES:-regress isolation tap}
+tap_tests=${FENCING_MATRIX_TAP:-$(grep -v '^#' test/matrix/tap_tests | grep . | tr '\n' ' ')}
+
+if [ -n "$prepare_only" ]; then
+	status=0
+	for m in $majors; do
+		s=$SECONDS
+		if bin=$(pg_server_bindir "$m"); then
+			echo "matrix: PostgreSQL $m ready in $bin ($((SECONDS - s)) s)"
+		else
+			echo "matrix: PostgreSQL $m not obtained"
+			status=1
+		fi
+	done
+	exit $status
+fi
+
+[ "$(id -u)" -eq 0 ] || { echo "matrix.sh: run as root (it builds servers and runs tests as postgres)" >&2; exit 2; }
+
+total_passed=0
+total_failed=0
+summary=()
+status=0
+
+# count_suite NAME LOG RC: sets p and f from a runner's output
+count_suite() {
+	local name=$1 log=$2 rc=$3
+	case $name in
+	tap)
+		# prove's summary: "t/x.pl (Wstat: ... Tests: N Failed: M)" per bad
+		# file; one that died without failing a subtest counts as one
+		local tests sub bad
+		tests=$(sed -n 's/^Files=[0-9]*, Tests=\([0-9]*\).*/\1/p' "$log" | tail -n1)
+		sub=$(sed -n 's/^t\/.*(Wstat: .* Failed: \([0-9]*\)).*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
+		bad=$(sed -n 's/^t\/.*(Wstat: .* Failed: \([0-9]*\)).*/\1/p' "$log" | awk '$1 == 0 {n++} END {print n + 0}')
+		p=$((${tests:-0} - sub))
+		f=$((sub + bad))
+		;;
+	*)
+		p=$(grep -Ec '^(ok|test) +[0-9]* *[a-z_0-9]+ +\.\.\. ok|^ok +[0-9]+ +[-+] ' "$log" || true)
+		f=$(grep -Ec '\.\.\. FAILED|^not ok ' "$log" || true)
+		;;
+	esac
+	[ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+	return 0
+}
+
+for m in $majors; do
+	echo "== matrix: PostgreSQL $m"
+	started=$SECONDS
+	rc=0
+	bin=$(pg_server_bindir "$m") || rc=$?
+	if [ $rc -ne 0 ]; then
+		if [ $rc -eq 3 ]; then
+			echo "!! matrix: PostgreSQL $m NOT TESTED: its source is not on this machine (see docs/versions.md)"
+			summary+=("$m not tested (no source)")
+		else
+			echo "!! matrix: PostgreSQL $m NOT TESTED: the server could not be obtained (exit $rc)"
+			summary+=("$m FAILED to obtain")
+			total_failed=$((total_failed + 1))
+			status=1
+		fi
+		continue
+	fi
+	ready=$((SECONDS - started))
+	root=$(mktemp -d /tmp/fencing-matrix-$m.XXXXXX)
+	chmod 755 "$root"
+	# the server: a private copy
+	if [ "$m" = 15 ]; then
+		FENCING_PG_MAJOR=15 fencing_private_install "$root/pg"
+		pgbin=$FENCING_PG_BINDIR
+		origin="Debian package postgresql-15"
+	else
+		cp -a "${bin%/bin}" "$root/pg"
+		pgbin=$root/pg/bin
+		origin=$(head -n1 "${bin%/bin}/.fencing-key" | cut -d' ' -f1-3 | sed 's/ sha[0-9]*[-:].*//')
+	fi
+	version=$("$pgbin/pg_config" --version)
+	# the tree: a private copy, built and installed into the server's copy
+	mkdir -p "$root/src"
+	tar --exclude=.git --exclude='*.o' --exclude='*.bc' --exclude='*.so' \
+		--exclude=tmp_check --exclude=results --exclude=output_iso --exclude=node_modules \
+		-cf - . | tar -xf - -C "$root/src"
+	line="matrix $m ($version):"
+	if ! (cd "$root/src" && FENCING_PG_BINDIR=$pgbin fencing_build_install) >"$root/build.log" 2>&1; then
+		cat "$root/build.log"
+		echo "!! matrix: PostgreSQL $m: the -Werror build failed"
+		summary+=("$m BUILD FAILED")
+		total_failed=$((total_failed + 1))
+		status=1
+		[ -n "${FENCING_MATRIX_KEEP:-}" ] || rm -rf "$root"
+		continue
+	fi
+	chown -R postgres:postgres "$root"
+	major_passed=0
+	major_failed=0
+	for s in $suites; do
+		log=$root/$s.log
+		case $s in
+		regress) cmd=(bash scripts/tmp_cluster.sh make -s installcheck ISOLATION= TAP_TESTS=) ;;
+		isolation) cmd=(bash scripts/tmp_cluster.sh make -s installcheck REGRESS= TAP_TESTS=) ;;
+		tap) cmd=(make -s installcheck REGRESS= ISOLATION= PROVE_TESTS="$tap_tests") ;;
+		*)
+			echo "unknown matrix suite $s" >&2
+			exit 2
+			;;
+		esac
+		s_started=$SECONDS
+		src=0
+		(cd "$root/src" && PATH="$pgbin:$PATH" fencing_as_postgres "${cmd[@]}") >"$log" 2>&1 || src=$?
+		count_suite "$s" "$log" $src
+		if [ $src -ne 0 ]; then
+			cat "$log"
+			for d in "$root/src/regression.diffs" "$root/src/output_iso/regression.diffs"; do
+				[ -f "$d" ] && cat "$d"
+			done
+			for l in "$root"/src/tmp_check/log/regress_log_*; do
+				[ -f "$l" ] && grep -q 'not ok' "$l" && { echo "---- $l (tail)"; tail -n 60 "$l"; }
+			done
+			status=1
+		fi
+		echo "matrix $m $s: $p passed, $f failed ($((SECONDS - s_started)) s)"
+		line="$line $s $p/$((p + f))"
+		major_passed=$((major_passed + p))
+		major_failed=$((major_failed + f))
+	done
+	echo "$line; server $origin, ready in $ready s; $((SECONDS - started)) s in all"
+	summary+=("$m $([ $major_failed -eq 0 ] && echo ok || echo FAILED) ($major_passed/$((major_passed + major_failed)))")
+	total_passed=$((total_passed + major_passed))
+	total_failed=$((total_failed + major_failed))
+	[ -n "${FENCING_MATRIX_KEEP:-}" ] || rm -rf "$root"
+done
+
+echo
+echo "matrix: $total_passed passed, $total_failed failed; $(IFS=,; echo "${summary[*]}" | sed 's/,/, /g')"
+exit $status
