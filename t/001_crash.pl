@@ -51,6 +51,10 @@ max_connections = 30
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION fencing');
 $node->safe_psql('postgres', 'CREATE SEQUENCE ctl_seq');
+# Make the setup durable: from 17 on, the WAL writer leaves asynchronously
+# committed WAL unwritten until wal_writer_flush_after (1MB) of it piles up
+# or its 10 s round, so a crash now would lose the setup too.
+$node->safe_psql('postgres', 'CHECKPOINT');
 is($node->safe_psql('postgres', 'SHOW synchronous_commit'),
 	'off', 'synchronous_commit is off');
 
