@@ -453,7 +453,7 @@ LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 
 def slug(heading):
     """GitHub's anchor for a heading."""
-    h = re.sub(r"[`*_]|<[^>]*>", "", heading.strip().lower())
+    h = re.sub(r"[`*]|<[^>]*>", "", heading.strip().lower())
     h = re.sub(r"[^\w\- ]", "", h)
     return h.replace(" ", "-")
 
