@@ -145,12 +145,17 @@ COMMENT ON FUNCTION fencing.fence_allows(bigint, bigint) IS
 
 -- In the SET list: fence = fencing.fence_advance(fence, $token).  Runs only
 -- for rows the statement updates, and raises LF001 for a stale token.
--- VOLATILE, so the planner never folds it on constants before any row is
--- touched; it also counts refusals.
+-- IMMUTABLE, because Citus sends a row's SET and ON CONFLICT expressions to
+-- the workers only when their functions are: its answer depends on its
+-- arguments alone.  The planner folds an IMMUTABLE call only when every
+-- argument is a constant, never with the row's fence column as the first,
+-- so it still runs per written row, at execution (sql/resource_folding.sql);
+-- its side effects (counting a refusal, forcing a synchronous commit) then
+-- happen in the transaction that makes the write.
 CREATE FUNCTION fencing.fence_advance(fence bigint, token bigint,
 									  allow_same boolean DEFAULT false)
 RETURNS bigint
-LANGUAGE C VOLATILE PARALLEL SAFE
+LANGUAGE C IMMUTABLE PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'fencing_fence_advance';
 
 COMMENT ON FUNCTION fencing.fence_advance(bigint, bigint, boolean) IS

@@ -28,6 +28,8 @@ FENCING_DEB_PACKAGES=(
 	etcd-client
 	libfaketime
 	bison flex libssl-dev zlib1g-dev bzip2 xz-utils
+	liblz4-dev
+	libzstd-dev
 )
 # Node.js for examples/node (t/063_clients.pl).  A nodejs that bundles its
 # own npm (NodeSource's) conflicts with Debian's npm package: ask for
@@ -88,6 +90,8 @@ fencing_install_deps() {
 # packaged services are never started).  libfaketime: its skewed-clock member.
 # bison, flex, libssl-dev, zlib1g-dev, bzip2, xz-utils: the PostgreSQL
 # servers that scripts/pg_server.sh builds for the version matrix.
+# liblz4-dev, libzstd-dev: building Citus (scripts/citus.sh, t/071_citus.pl),
+# configured --without-libcurl.
 
 # Build with warnings as errors and install into the server's directories.
 # Server headers trip -Wunused-parameter, so that one warning stays off.

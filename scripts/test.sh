@@ -15,6 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
+. scripts/citus.sh
 
 suites=${FENCING_SUITES:-"regress isolation docs tap negative model"}
 # fencing_install_deps installs Patroni and etcd: here t/070_patroni.pl must
@@ -54,6 +55,16 @@ echo "== building with -Wall -Wextra -Werror ${FENCING_EXTRA_CFLAGS:-}"
 exec 9>/tmp/fencing-build.lock
 flock 9
 fencing_build_install "${FENCING_EXTRA_CFLAGS:-}"
+# Citus for t/071_citus.pl (scripts/citus.sh): built once into
+# /var/cache/fencing-citus, installed into a private copy of the server only
+export FENCING_CITUS_INSTALL= FENCING_CITUS_SKIP= FENCING_CITUS_COPY=
+case " $suites " in
+*" tap "*)
+	case ${PROVE_TESTS:-citus} in
+	*citus*) fencing_citus_prepare ;;
+	esac
+	;;
+esac
 
 work=$(fencing_copy_tree_for_postgres)
 flock -u 9
@@ -67,6 +78,7 @@ keep_results() {
 	fi
 	rm -rf "$work"
 	[ -z "$private" ] || rm -rf "$private"
+	[ -z "$FENCING_CITUS_COPY" ] || rm -rf "$FENCING_CITUS_COPY"
 }
 status=0
 trap keep_results EXIT

@@ -9,7 +9,7 @@ INSERT INTO pg_temp.fencing_expected_functions (signature) VALUES
 ('fencing.claim_guard() RETURNS trigger VOLATILE PARALLEL UNSAFE'),
 ('fencing.claim_stamp() RETURNS trigger VOLATILE PARALLEL UNSAFE'),
 ('fencing.expect_rows(affected bigint, expected bigint DEFAULT 1) RETURNS bigint VOLATILE PARALLEL SAFE'),
-('fencing.fence_advance(fence bigint, token bigint, allow_same boolean DEFAULT false) RETURNS bigint VOLATILE PARALLEL SAFE'),
+('fencing.fence_advance(fence bigint, token bigint, allow_same boolean DEFAULT false) RETURNS bigint IMMUTABLE PARALLEL SAFE'),
 ('fencing.fence_allows(fence bigint, token bigint) RETURNS boolean IMMUTABLE PARALLEL SAFE'),
 ('fencing.fence_check(fence bigint, token bigint) RETURNS boolean IMMUTABLE PARALLEL SAFE'),
 ('fencing.fence_guard() RETURNS trigger VOLATILE PARALLEL UNSAFE'),
