@@ -26,6 +26,8 @@
 #      strictly increases (no stale write accepted anywhere), every
 #      acknowledged write is in it, the fence is its last token, and the
 #      refusals the clients saw are the refusals the workers counted.
+#   3b. A worker with synchronous_commit = off crashes (immediate stop):
+#      the acknowledged fenced writes on its shards are there after restart.
 #   4. A worker fails over to an asynchronous standby that missed the tail:
 #      the shard's fence moves back to what the standby had, so a holder
 #      whose token lies between is accepted once, exactly as in the
@@ -383,6 +385,41 @@ is($refused_workers, $nrefused,
 diag(sprintf(
 		"citus checker: %d writers, 32 shards, 64 rows, %d writes acknowledged, %d stale refused, %d accepted stale",
 		$nwriters, $nacked, $nrefused, $bad_order));
+
+# ---------------------------------------------------------------------------
+# 3b. durability on a worker: with synchronous_commit = off on the worker
+# (and WAL that no commit flushes really lost by an immediate stop), the
+# acknowledged fenced writes survive the worker's crash
+
+$w2->append_conf('postgresql.conf', qq{
+synchronous_commit = off
+wal_writer_delay = 10s
+bgwriter_lru_maxpages = 0
+});
+$w2->reload;
+$w2->poll_query_until('postgres', "SELECT current_setting('synchronous_commit') = 'off'")
+  or die 'w2: synchronous_commit did not turn off';
+my @w2rows = grep { node_of('files', $_) == $w2->port } 1 .. 64;
+my %dur;
+for my $id (@w2rows[ 0 .. 5 ])
+{
+	my $t = $coord->safe_psql('postgres', 'SELECT fencing.next_token()');
+	is( $coord->safe_psql('postgres',
+			"UPDATE files SET body = 'durable', fence = fencing.fence_advance(fence, $t), hist = hist || ${t}::bigint WHERE id = $id RETURNING fence"),
+		$t, "row $id on worker ${\ $w2->port} (synchronous_commit = off): fenced write with $t acknowledged");
+	$dur{$id} = $t;
+}
+$w2->stop('immediate');
+$w2->start;
+for my $id (sort { $a <=> $b } keys %dur)
+{
+	is($coord->safe_psql('postgres', "SELECT body, fence FROM files WHERE id = $id"),
+		"durable|$dur{$id}", "row $id: the acknowledged write survived the worker's crash");
+}
+my ($id0) = sort { $a <=> $b } keys %dur;
+refused_on_worker(
+	"UPDATE files SET body = 'stale after crash', fence = fencing.fence_advance(fence, " . ($dur{$id0} - 1) . ") WHERE id = $id0",
+	$dur{$id0} - 1, $dur{$id0}, "row $id0: a token below it is refused after the worker's crash");
 
 # ---------------------------------------------------------------------------
 # 4. worker failover that loses the tail
