@@ -208,20 +208,22 @@ like($c_out, qr/\[C\] no job to claim in queue 'mail'/, 'and says so');
 # claim is taken over and the resumed worker's heartbeat is refused
 
 $job = enqueue('reports', '{"report": 7}');
-my $wh = start_worker('H', '--queue', 'reports', '--lease', '1.5', '--work',
+my $wh = start_worker('H', '--queue', 'reports', '--lease', '5', '--work',
 	'60', '--heartbeat', '0.2', '--result', '{"by": "H"}');
 my ($h_job, $h_token) =
   wait_for_output($wh, qr/claimed job (\d+) with token (\d+)/);
 is($h_job, $job, 'H claimed the job');
+my $claimed = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
 
-# wait until the claim's first lease would have run out without heartbeats
-# (the claim was made before H printed it)
-usleep(1_800_000);
-ok($node->safe_psql('postgres',
-		"SELECT lease_until > clock_timestamp() FROM job_queue.jobs WHERE id = $job") eq 't',
-	"1.8 s after H's claim of 1.5 s, its lease is live");
-$wh->{h}->pump_nb;
-like($wh->{out}, qr/\[H\] heartbeat: lease of job $job extended/,
+# The claim was made before H printed it, so its first lease ends before
+# $claimed + 5 s; only a heartbeat moves it past that.  Wait for it (a
+# loaded machine may run H late) instead of sleeping and assuming.
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT lease_until > '$claimed'::timestamptz + interval '5 s' FROM job_queue.jobs WHERE id = $job"
+	),
+	"H's heartbeats extend its claim past its first lease of 5 s");
+ok(wait_for_output($wh, qr/\[H\] heartbeat: lease of job $job extended/),
 	'H sent heartbeats');
 my ($d_rc, $d_out) = run_worker('D', '--queue', 'reports');
 is($d_rc, 4, "H's heartbeats kept the job from being reclaimed (D exit 4)")

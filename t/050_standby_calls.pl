@@ -47,7 +47,10 @@ $standby->start;
 $primary->wait_for_catchup($standby);
 is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'),
 	't', 'the standby is in recovery');
-sleep 1;    # the 1-second lease is expired on both
+# the 1-second lease has expired (on both: they share the clock)
+$primary->poll_query_until('postgres',
+	"SELECT expires_at < clock_timestamp() FROM fencing.leases WHERE name = 'expired'"
+) or die 'the 1-second lease did not expire';
 
 # Everything a call could change, on either node.
 sub state_of
