@@ -36,7 +36,7 @@ SELECT q, r.* FROM (VALUES
 	($$SELECT fencing.lease_force_release(repeat('n', 10240))$$),
 	($$SELECT fencing.lease_acquire(repeat('n', 1048576), repeat('h', 1048576), '1 min')$$),
 	($$SELECT fencing.lease_acquire(repeat('x', 255) || 'é', 'bob', '1 min')$$),
-	($$SELECT fencing.lease_acquire(repeat('🔒', 65), 'bob', '1 min')$$),
+	($$SELECT fencing.lease_acquire(repeat(chr(128274), 65), 'bob', '1 min')$$),
 	($$SELECT fencing.lease_acquire('bi_b', repeat('€', 86), '1 min')$$)
   ) AS v(q), LATERAL pg_temp.run(q) AS r;
 
@@ -53,7 +53,7 @@ SELECT q, r.* FROM (VALUES
 SELECT q, r.* FROM (VALUES
 	($$SELECT fencing.lease_acquire(repeat('n', 256), repeat('h', 256), '1 min') > 0$$),
 	($$SELECT fencing.lease_acquire(repeat('x', 254) || 'é', 'bob', '1 min') > 0$$),
-	($$SELECT fencing.lease_acquire(repeat('🔒', 64), repeat('€', 85) || 'x', '1 min') > 0$$),
+	($$SELECT fencing.lease_acquire(repeat(chr(128274), 64), repeat('€', 85) || 'x', '1 min') > 0$$),
 	($$SELECT fencing.lease_acquire(repeat('n', 256), repeat('h', 256), '1 min') > 0$$),
 	($$SELECT fencing.lease_renew(repeat('n', 256), pg_temp.tok(repeat('n', 256)), '2 min')$$),
 	($$SELECT fencing.lease_check(repeat('n', 256), pg_temp.tok(repeat('n', 256)))$$),

@@ -43,7 +43,7 @@ SELECT q, pg_temp.try(q) AS result
 	($$SELECT fencing.lease_acquire('never', 'bob', '1 year')$$),
 	($$SELECT fencing.lease_acquire('never', 'bob', '178000000 years')$$),
 	($$SELECT fencing.lease_acquire('never', 'bob', '2147483647 days')$$),
-	($$SELECT fencing.lease_acquire('never', 'bob', '2562047788 hours')$$),
+	($$SELECT fencing.lease_acquire('never', 'bob', interval '2147483647 hours' + interval '414564141 hours')$$),
 	($$SELECT fencing.lease_acquire('never', 'bob', '1 min', '1 day 1 microsecond')$$),
 	($$SELECT fencing.lease_acquire('never', 'bob', '1 min', '1 year')$$),
 	($$SELECT fencing.lease_acquire('never', 'bob', '1 min', '-1 s')$$),

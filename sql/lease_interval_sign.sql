@@ -4,8 +4,8 @@
 -- microseconds keeps its sign too.
 \i sql/include/try.sql
 
-SELECT i, i > interval '0' AS positive, i < interval '0' AS negative
-  FROM (VALUES (interval '-1 day 25 hours'), ('1 mon -29 days'), ('1 day -1 hour'),
+SELECT i, i::interval > interval '0' AS positive, i::interval < interval '0' AS negative
+  FROM (VALUES ('-1 day 25 hours'), ('1 mon -29 days'), ('1 day -1 hour'),
 			   ('1 day -24 hours'), ('-178000000 years'), ('-2147483648 days'),
 			   ('-1 day 1 hour')) AS v(i);
 

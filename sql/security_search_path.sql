@@ -71,7 +71,7 @@ CREATE OPERATOR regress_sec_evil.+ (LEFTARG = bigint, RIGHTARG = bigint, FUNCTIO
 -- tables and sequences named like the extension's
 CREATE TABLE regress_sec_evil.leases (LIKE fencing.leases INCLUDING DEFAULTS);
 INSERT INTO regress_sec_evil.leases (name, holder, holder_role, token, acquired_at, expires_at)
-VALUES ('sec_sp_a', 'mallory', 'pg_database_owner', 1, '2000-01-01', '2999-01-01');
+VALUES ('sec_sp_a', 'mallory', 'pg_monitor', 1, '2000-01-01', '2999-01-01');
 CREATE SEQUENCE regress_sec_evil.token_seq;
 RESET search_path;
 CREATE TEMP TABLE leases AS SELECT * FROM regress_sec_evil.leases;
