@@ -19,6 +19,7 @@
 # FENCING_MATRIX_MAJORS: the majors when none are given.
 # FENCING_MATRIX_SUITES: "regress isolation tap" by default.
 # FENCING_MATRIX_TAP: TAP files (default: test/matrix/tap_tests).
+# FENCING_MATRIX_JOBS: majors tested at a time (default 2).
 # FENCING_MATRIX_KEEP=1: keep the per-major work directories.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -79,7 +80,11 @@ count_suite() {
 	return 0
 }
 
-for m in $majors; do
+# run_major MAJOR RESULT: one major, its report on stdout; RESULT gets
+# "passed failed status summary"
+run_major() {
+	local m=$1 result=$2
+	local started rc bin ready root pgbin origin version line major_passed major_failed s log cmd s_started src
 	echo "== matrix: PostgreSQL $m"
 	started=$SECONDS
 	rc=0
@@ -87,14 +92,12 @@ for m in $majors; do
 	if [ $rc -ne 0 ]; then
 		if [ $rc -eq 3 ]; then
 			echo "!! matrix: PostgreSQL $m NOT TESTED: its source is not on this machine (see docs/versions.md)"
-			summary+=("$m not tested (no source)")
+			echo "0 0 0 $m not tested (no source)" >"$result"
 		else
 			echo "!! matrix: PostgreSQL $m NOT TESTED: the server could not be obtained (exit $rc)"
-			summary+=("$m FAILED to obtain")
-			total_failed=$((total_failed + 1))
-			status=1
+			echo "0 1 1 $m FAILED to obtain" >"$result"
 		fi
-		continue
+		return 0
 	fi
 	ready=$((SECONDS - started))
 	root=$(mktemp -d /tmp/fencing-matrix-$m.XXXXXX)
@@ -119,15 +122,14 @@ for m in $majors; do
 	if ! (cd "$root/src" && FENCING_PG_BINDIR=$pgbin fencing_build_install) >"$root/build.log" 2>&1; then
 		cat "$root/build.log"
 		echo "!! matrix: PostgreSQL $m: the -Werror build failed"
-		summary+=("$m BUILD FAILED")
-		total_failed=$((total_failed + 1))
-		status=1
+		echo "0 1 1 $m BUILD FAILED" >"$result"
 		[ -n "${FENCING_MATRIX_KEEP:-}" ] || rm -rf "$root"
-		continue
+		return 0
 	fi
 	chown -R postgres:postgres "$root"
 	major_passed=0
 	major_failed=0
+	local major_status=0
 	for s in $suites; do
 		log=$root/$s.log
 		case $s in
@@ -151,7 +153,7 @@ for m in $majors; do
 			for l in "$root"/src/tmp_check/log/regress_log_*; do
 				[ -f "$l" ] && grep -q 'not ok' "$l" && { echo "---- $l (tail)"; tail -n 60 "$l"; }
 			done
-			status=1
+			major_status=1
 		fi
 		echo "matrix $m $s: $p passed, $f failed ($((SECONDS - s_started)) s)"
 		line="$line $s $p/$((p + f))"
@@ -159,10 +161,39 @@ for m in $majors; do
 		major_failed=$((major_failed + f))
 	done
 	echo "$line; server $origin, ready in $ready s; $((SECONDS - started)) s in all"
-	summary+=("$m $([ $major_failed -eq 0 ] && echo ok || echo FAILED) ($major_passed/$((major_passed + major_failed)))")
-	total_passed=$((total_passed + major_passed))
-	total_failed=$((total_failed + major_failed))
+	echo "$major_passed $major_failed $major_status $m $([ $major_failed -eq 0 ] && echo ok || echo FAILED) ($major_passed/$((major_passed + major_failed)))" >"$result"
 	[ -n "${FENCING_MATRIX_KEEP:-}" ] || rm -rf "$root"
+}
+
+# FENCING_MATRIX_JOBS majors at a time (their tests mostly wait on
+# servers); reports are printed in order, each whole
+jobs=${FENCING_MATRIX_JOBS:-2}
+out=$(mktemp -d /tmp/fencing-matrix-out.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+pids=()
+i=0
+for m in $majors; do
+	while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+		wait -n || true
+	done
+	run_major "$m" "$out/$i.result" >"$out/$i.log" 2>&1 &
+	pids+=($!)
+	i=$((i + 1))
+done
+i=0
+for m in $majors; do
+	wait "${pids[$i]}" || true
+	cat "$out/$i.log"
+	if [ -s "$out/$i.result" ]; then
+		read -r mp mf ms msum <"$out/$i.result"
+	else
+		mp=0 mf=1 ms=1 msum="$m FAILED (no result)"
+	fi
+	total_passed=$((total_passed + mp))
+	total_failed=$((total_failed + mf))
+	[ "$ms" -eq 0 ] || status=1
+	summary+=("$msum")
+	i=$((i + 1))
 done
 
 echo
