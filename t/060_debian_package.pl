@@ -151,6 +151,16 @@ SKIP:
 	BAIL_OUT('no package to test') unless $built && $root && $deb;
 
 	like($deb, qr{/\Q$package\E_[^/]*_[a-z0-9]+\.deb$}, "the binary package is $package");
+	# one package per major that pg_buildext finds (debian/pgversions: 13+)
+	my @majors = split ' ', `pg_buildext supported-versions`;
+	ok(scalar(grep { $_ eq $major } @majors), "pg_buildext finds PostgreSQL $major (of: @majors)");
+	for my $v (@majors)
+	{
+		my ($d) = $bo =~ /^deb_\Q$v\E=(.*)$/m;
+		ok($d && -f $d, "a postgresql-$v-fencing package was built");
+		my $fields_v = $d ? `dpkg-deb -f '$d' Depends` : '';
+		like($fields_v, qr/(^|, )postgresql-$v( |,|$)/, "postgresql-$v-fencing depends on postgresql-$v");
+	}
 
 	# fields
 	my %f;

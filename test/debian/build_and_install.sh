@@ -43,7 +43,11 @@ mkdir -p "$out/src"
 	tar -xf - -C "$out/src"
 
 echo "== dpkg-buildpackage -us -uc -b in $out/src"
-if ! (cd "$out/src" &&
+# One binary package per PostgreSQL major that pg_buildext finds (debian/
+# pgversions, 13+, and the postgresql-server-dev-NN installed):
+# PG_UPDATECONTROL regenerates debian/control from control.in for them, as
+# PGDG builds do.
+if ! (cd "$out/src" && PG_UPDATECONTROL=yes \
 	DEB_BUILD_OPTIONS="nocheck${DEB_BUILD_OPTIONS:+ $DEB_BUILD_OPTIONS}" \
 		dpkg-buildpackage -us -uc -b -Pnocheck) >"$out/build.log" 2>&1; then
 	tail -n 40 "$out/build.log" >&2
@@ -51,6 +55,11 @@ if ! (cd "$out/src" &&
 	exit 1
 fi
 ls "$out"/*.deb
+for v in $(cd "$out/src" && pg_buildext supported-versions); do
+	d=$(ls "$out"/postgresql-"$v"-fencing_*.deb 2>/dev/null | head -n1)
+	[ -n "$d" ] || { echo "no postgresql-$v-fencing package was built" >&2; exit 1; }
+	echo "deb_$v=$d"
+done
 
 deb=$(ls "$out"/postgresql-"$major"-fencing_*.deb 2>/dev/null | head -n1)
 if [ -z "$deb" ]; then
