@@ -107,9 +107,12 @@ SELECT q, r.* FROM (VALUES
 	($$SELECT fencing.lease_purge('178000000 years')$$)
   ) AS v(q), LATERAL pg_temp.run(q) AS r;
 
--- the lock delay (a setting, in milliseconds): 0 to 60 s
+-- the lock delay (a setting, in milliseconds): 0 to 60 s (PostgreSQL 17
+-- and later print the range with its unit: shown as 15 prints it)
 SELECT fencing.next_token() > 0 AS library_loaded;
-SELECT q, r.* FROM (VALUES
+SELECT q, regexp_replace(r.result, '\(0 (ms )?\.\. 60000( ms)?\)', '(0 .. 60000)') AS result,
+	   r.changes
+  FROM (VALUES
 	($$SELECT set_config('fencing.lock_delay', '-1', true)$$),
 	($$SELECT set_config('fencing.lock_delay', '60001', true)$$),
 	($$SELECT set_config('fencing.lock_delay', '1 day', true)$$),

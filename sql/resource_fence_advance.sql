@@ -111,7 +111,7 @@ DECLARE
 BEGIN
 	EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF, FORMAT JSON) ' || q INTO plan;
 	RETURN QUERY
-	SELECT p->>'Node Type', (p->>'Actual Rows')::numeric, (p->>'Rows Removed by Filter')::numeric
+	SELECT p->>'Node Type', round((p->>'Actual Rows')::numeric), (p->>'Rows Removed by Filter')::numeric
 	  FROM (SELECT plan->0->'Plan' AS p
 			UNION ALL
 			SELECT json_array_elements(plan->0->'Plan'->'Plans')) AS n;
