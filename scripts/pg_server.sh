@@ -34,6 +34,7 @@ PG18_ORIG_SHA256=555610c24d53e4316da5b7d3fc25c279d96856d5e0e23ee308c328c5fa881d9
 # how the cached installations are made (source builds, npm unpacking):
 # bump to force rebuilds
 PG_RECIPE=1
+PG13_RECIPE=2
 PG_NPM_RECIPE=2
 
 # The shared directory beside the repository (CI: ../shared relative to the
@@ -93,6 +94,13 @@ pg_build_tree() {
 		make -j2 -s -C contrib >>build.log 2>&1 || { tail -n 60 build.log >&2; exit 1; }
 		make -s install >install.log 2>&1 || { tail -n 40 install.log >&2; exit 1; }
 		make -s -C contrib install >>install.log 2>&1 || { tail -n 40 install.log >&2; exit 1; }
+		# 13 builds the isolation tester but does not install it
+		local iso
+		iso=$(dirname "$(dirname "$("$prefix/bin/pg_config" --pgxs)")")/test/isolation
+		if [ ! -x "$iso/pg_isolation_regress" ]; then
+			mkdir -p "$iso"
+			install -m 755 src/test/isolation/pg_isolation_regress src/test/isolation/isolationtester "$iso/"
+		fi
 	)
 }
 
@@ -101,7 +109,7 @@ pg_source_key() {
 	local major=$1 shared
 	shared=$(fencing_shared_dir)
 	case $major in
-	13) echo "deb postgresql-13 $PG13_DEB_VERSION sha256:$PG13_ORIG_SHA256 recipe $PG_RECIPE" ;;
+	13) echo "deb postgresql-13 $PG13_DEB_VERSION sha256:$PG13_ORIG_SHA256 recipe $PG13_RECIPE" ;;
 	14 | 16)
 		local f
 		f=$(ls "$shared"/postgresql-sources/postgresql-"$major".*.tar.xz 2>/dev/null | head -n1)
