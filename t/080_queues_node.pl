@@ -3,17 +3,18 @@
 # 080_queues_node.pl: the pg-boss and graphile-worker recipes
 # (examples/queues/), against the real queues from npm.
 #
-# For each queue, twice: with the recipe (fenced) and without it (the
-# negative control: the claim is still stamped, so that the checker can
-# tell deliveries apart, but nothing is refused).  Five worker processes
-# work 12 jobs; each delivery writes its job's domain row twice and then
-# completes.  Four times a worker is frozen with SIGSTOP in the middle of
-# a delivery (two after their first write, two after their second, all
-# four at once) until the queue has handed the job to another worker and
-# that one has written; then it is woken.  pg-boss re-dispatches by its own expiry (2 s, its
-# maintenance every second); graphile-worker's lock timeout is 4 hours,
-# hard-coded, so the test ages the frozen job's locked_at and the workers'
-# own rescue (resetLockedAt) releases it.
+# For each queue, twice, at the same time in two databases: with the recipe
+# (fenced) and without it (the negative control: the claim is still
+# stamped, so that the checker can tell deliveries apart, but nothing is
+# refused).  Five worker processes work 12 jobs; each delivery writes its
+# job's domain row twice and then completes.  Four workers are frozen with
+# SIGSTOP in the middle of a delivery (two after their first write, two
+# after their second, all four at once) until the queue has handed the
+# job to another worker and that one has written; then they are woken.
+# pg-boss re-dispatches by its own expiry (2 s, its maintenance every
+# second); graphile-worker's lock timeout is 4 hours, hard-coded, so the
+# test ages the frozen job's locked_at and the workers' own rescue
+# (resetLockedAt) releases it.
 #
 # The checker (examples/queues/node/history.sql) reads the history the
 # statements recorded: per job, accepted write tokens never go down, the
@@ -119,15 +120,17 @@ my %done_sql = (
 	'pg-boss' => "SELECT count(*) = $jobs FROM pgboss.job WHERE name = 'fencing-demo' AND state = 'completed'",
 	'graphile-worker' => 'SELECT count(*) = 0 FROM graphile_worker._private_jobs');
 
-sub experiment
+# a database with the queue, the recipe (or the control), the history and
+# the jobs; workers not started yet
+sub prepare
 {
 	my ($queue, $fenced) = @_;
 	my $mode = $fenced ? 'fenced' : 'unfenced';
 	my $db = ($queue eq 'pg-boss' ? 'boss' : 'gw') . "_$mode";
-	my $prefix = $queue eq 'pg-boss' ? 'boss:' : 'gw:';
 	my $worker = "$examples/$queue/worker.js";
 	local $ENV{PGDATABASE} = $db;
-	my $t0 = time;
+	my $e = { queue => $queue, fenced => $fenced, mode => $mode, db => $db,
+			  worker => $worker, t0 => time, frozen => [], is_frozen => {}, woken => 0 };
 
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
 	$node->safe_psql($db, 'CREATE EXTENSION fencing');
@@ -152,98 +155,106 @@ sub experiment
 		$queue eq 'pg-boss'
 		? "INSERT INTO qtest.domain (job) SELECT 'boss:' || id FROM pgboss.job WHERE name = 'fencing-demo'"
 		: "INSERT INTO qtest.domain (job) SELECT 'gw:' || id FROM graphile_worker._private_jobs");
+	return $e;
+}
 
-	my $logdir = PostgreSQL::Test::Utils::tempdir("$db");
+sub start_workers
+{
+	my ($e) = @_;
+	local $ENV{PGDATABASE} = $e->{db};
+	$e->{logdir} = PostgreSQL::Test::Utils::tempdir($e->{db});
 	my @procs;
-	push @procs, IPC::Run::start(['node', $worker, 'supervise'], '<', \undef,
-		'>', "$logdir/supervise.log", '2>&1')
-	  if $queue eq 'pg-boss';
+	push @procs, IPC::Run::start(['node', $e->{worker}, 'supervise'], '<', \undef,
+		'>', "$e->{logdir}/supervise.log", '2>&1')
+	  if $e->{queue} eq 'pg-boss';
 	for my $i (1 .. $workers)
 	{
-		push @procs, IPC::Run::start(['node', $worker, 'work', $mode], '<', \undef,
-			'>', "$logdir/worker$i.log", '2>&1');
+		push @procs, IPC::Run::start(['node', $e->{worker}, 'work', $e->{mode}], '<', \undef,
+			'>', "$e->{logdir}/worker$i.log", '2>&1');
 	}
-	my %ours = map { $_->{KIDS}[0]{PID} => 1 } @procs;
+	$e->{procs} = \@procs;
+	$e->{ours} = { map { $_->{KIDS}[0]{PID} => 1 } @procs };
+	return;
+}
 
-	# four freezes, of four different workers, at once: two after their
-	# delivery's first write, two after its second
-	my (@frozen, %is_frozen);
-	for my $k (1 .. 4)
+# One try at the next freeze: a delivery of a running worker whose last
+# event is its write of the step (the first two freezes after write 1, the
+# next two after write 2), stopped with SIGSTOP if it is still there once
+# stopped.  Returns whether more freezes are wanted.
+sub try_freeze
+{
+	my ($e) = @_;
+	my $db = $e->{db};
+	my $frozen = $e->{frozen};
+	return 0 if @$frozen >= 4;
+	my $step = @$frozen < 2 ? 1 : 2;
+	my $last_is_write = sub {
+		my ($where) = @_;
+		return $node->safe_psql($db, qq{
+			SELECT h.worker || ' ' || h.job || ' ' || h.token
+			  FROM qtest.history AS h
+			 WHERE h.kind = 'write' AND h.step = $step $where
+			   AND h.seq = (SELECT max(x.seq) FROM qtest.history AS x WHERE x.job = h.job)
+			 ORDER BY h.seq DESC LIMIT 1});
+	};
+	my $not_frozen = join(',', 0, keys %{ $e->{is_frozen} });
+	my $row = $last_is_write->("AND h.worker NOT IN ($not_frozen)");
+	return 1 unless $row =~ /^(\d+) (\S+) (\d+)$/ && $e->{ours}{$1};
+	my ($pid, $job, $token) = ($1, $2, $3);
+	kill 'STOP', $pid;
+	# what it had sent has landed by now
+	sleep 0.2;
+	if ($last_is_write->("AND h.job = '$job' AND h.token = $token") eq '')
 	{
-		my $step = $k <= 2 ? 1 : 2;
-		# a delivery of a running worker whose last event is its write of
-		# this step
-		my $last_is_write = sub {
-			my ($where) = @_;
-			return $node->safe_psql($db, qq{
-				SELECT h.worker || ' ' || h.job || ' ' || h.token
-				  FROM qtest.history AS h
-				 WHERE h.kind = 'write' AND h.step = $step $where
-				   AND h.seq = (SELECT max(x.seq) FROM qtest.history AS x WHERE x.job = h.job)
-				 ORDER BY h.seq DESC LIMIT 1});
-		};
-		my $found;
-		my $deadline = time + 20;
-		while (!$found && time < $deadline)
-		{
-			my $not_frozen = join(',', 0, keys %is_frozen);
-			my $row = $last_is_write->("AND h.worker NOT IN ($not_frozen)");
-			if ($row =~ /^(\d+) (\S+) (\d+)$/ && $ours{$1})
-			{
-				my ($pid, $job, $token) = ($1, $2, $3);
-				kill 'STOP', $pid;
-				# still there once stopped (and what it had sent has landed)?
-				sleep 0.2;
-				if ($last_is_write->("AND h.job = '$job' AND h.token = $token") ne '')
-				{
-					$found = [ $pid, $job, $token, $step ];
-					last;
-				}
-				kill 'CONT', $pid;
-			}
-			sleep 0.05;
-		}
-		last unless $found;
-		my ($pid, $job, $token) = @$found;
-		if ($queue eq 'graphile-worker')
-		{
-			my ($id) = $job =~ /^gw:(\d+)$/;
-			$node->safe_psql($db,
-				"UPDATE graphile_worker._private_jobs SET locked_at = now() - interval '5 hours' WHERE id = $id AND fencing_token = $token");
-		}
-		push @frozen, $found;
-		$is_frozen{$pid} = 1;
+		kill 'CONT', $pid;
+		return 1;
 	}
-	# wake each once its job was claimed again and the new delivery wrote
-	my $frozen = 0;
-	my $deadline = time + 45;
-	while (%is_frozen && time < $deadline)
+	if ($e->{queue} eq 'graphile-worker')
 	{
-		for my $f (@frozen)
-		{
-			my ($pid, $job, $token, $step) = @$f;
-			next unless $is_frozen{$pid};
-			next unless $node->safe_psql($db, qq{
-				SELECT EXISTS (SELECT 1 FROM qtest.history
-							    WHERE job = '$job' AND kind = 'write' AND token > $token)}) eq 't';
-			kill 'CONT', $pid;
-			delete $is_frozen{$pid};
-			$frozen++;
-			note "$queue $mode: woke worker $pid (job $job, token $token, frozen after write $step) after a newer delivery wrote";
-		}
-		sleep 0.1;
+		my ($id) = $job =~ /^gw:(\d+)$/;
+		$node->safe_psql($db,
+			"UPDATE graphile_worker._private_jobs SET locked_at = now() - interval '5 hours' WHERE id = $id AND fencing_token = $token");
 	}
-	kill 'CONT', $_ for keys %is_frozen;
-	ok($frozen >= 3, "$queue $mode: $frozen frozen deliveries were superseded while frozen");
+	push @$frozen, [ $pid, $job, $token, $step ];
+	$e->{is_frozen}{$pid} = 1;
+	return @$frozen < 4;
+}
+
+# Wake the frozen deliveries whose job was claimed again and whose new
+# delivery wrote.  Returns whether some are still frozen.
+sub try_wake
+{
+	my ($e) = @_;
+	for my $f (@{ $e->{frozen} })
+	{
+		my ($pid, $job, $token, $step) = @$f;
+		next unless $e->{is_frozen}{$pid};
+		next unless $node->safe_psql($e->{db}, qq{
+			SELECT EXISTS (SELECT 1 FROM qtest.history
+						    WHERE job = '$job' AND kind = 'write' AND token > $token)}) eq 't';
+		kill 'CONT', $pid;
+		delete $e->{is_frozen}{$pid};
+		$e->{woken}++;
+		note "$e->{queue} $e->{mode}: woke worker $pid (job $job, token $token, frozen after write $step) after a newer delivery wrote";
+	}
+	return scalar %{ $e->{is_frozen} };
+}
+
+sub finish
+{
+	my ($e) = @_;
+	my ($queue, $mode, $db) = @$e{qw(queue mode db)};
+	kill 'CONT', $_ for keys %{ $e->{is_frozen} };
+	ok($e->{woken} >= 3, "$queue $mode: $e->{woken} frozen deliveries were superseded while frozen");
 
 	my $finished = wait_for($db, $done_sql{$queue}, 120);
 	ok($finished, "$queue $mode: every job was completed");
 	# the woken workers finish what they were doing
 	sleep 1;
-	$_->kill_kill(grace => 2) for @procs;
+	$_->kill_kill(grace => 2) for @{ $e->{procs} };
 
 	my @events;
-	for my $f (glob "$logdir/worker*.log")
+	for my $f (glob "$e->{logdir}/worker*.log")
 	{
 		for my $line (split /\n/, slurp_file($f))
 		{
@@ -259,14 +270,14 @@ sub experiment
 	my $counted = $node->safe_psql($db, 'SELECT stale_writes_refused FROM fencing.stats');
 	my $summary = sprintf(
 		'%s %s: %d frozen, %d jobs, %d deliveries, %d writes accepted; violations %d (stale writes %d, final row %d, stale completions/failures %d); refused: %d writes, %d completions/failures (fencing.stats: %d); %.0f s',
-		$queue, $mode, $frozen, $c{jobs}, $c{deliveries}, $c{writes}, $c{violations}, $c{stale_writes},
+		$queue, $mode, $e->{woken}, $c{jobs}, $c{deliveries}, $c{writes}, $c{violations}, $c{stale_writes},
 		$c{final_row_violations}, $c{stale_completions}, $refused_writes, $refused_ends, $counted,
-		time - $t0);
+		time - $e->{t0});
 	diag($summary);
 
 	is($c{jobs}, $jobs, "$queue $mode: the checker saw every job");
 	ok($c{deliveries} > $jobs, "$queue $mode: jobs were delivered more than once");
-	if ($fenced)
+	if ($e->{fenced})
 	{
 		is($c{violations}, 0, "$queue $mode: 0 violations");
 		ok($refused_writes > 0, "$queue $mode: stale writes were refused ($refused_writes)");
@@ -280,10 +291,35 @@ sub experiment
 	return;
 }
 
+# For each queue, the recipe and the control at the same time, in two
+# databases of the cluster.
 for my $queue ('pg-boss', 'graphile-worker')
 {
-	experiment($queue, 1);
-	experiment($queue, 0);
+	my @runs = (prepare($queue, 1), prepare($queue, 0));
+	start_workers($_) for @runs;
+	my $deadline = time + 30;
+	while (time < $deadline)
+	{
+		my $more = 0;
+		for my $e (@runs)
+		{
+			$more = 1 if try_freeze($e);
+		}
+		last unless $more;
+		sleep 0.05;
+	}
+	$deadline = time + 45;
+	while (time < $deadline)
+	{
+		my $more = 0;
+		for my $e (@runs)
+		{
+			$more = 1 if try_wake($e);
+		}
+		last unless $more;
+		sleep 0.1;
+	}
+	finish($_) for @runs;
 }
 
 $node->stop;
