@@ -96,6 +96,12 @@ SELECT pg_temp.as_delivery(:t_a, $$UPDATE oban_jobs SET state = 'discarded', dis
 -- B completes
 SELECT pg_temp.as_delivery(:t_b, $$UPDATE oban_jobs SET state = 'completed', completed_at = timezone('UTC', now()) WHERE id = 1$$) AS b_completes;
 SELECT id, state, attempt, attempted_by, fencing_token = :t_b AS stamped_by_b FROM oban_jobs;
+-- the control: without the guard, A's late error_job (by id alone, no
+-- state check) turns B's completed job back into a retryable one
+ALTER TABLE oban_jobs DISABLE TRIGGER fencing_complete;
+SELECT pg_temp.as_delivery(:t_a, $$UPDATE oban_jobs SET state = 'retryable', scheduled_at = timezone('UTC', now()), errors = array_append(errors, '{"error": "A failed"}') WHERE id = 1$$) AS a_errors_unguarded;
+SELECT id, state FROM oban_jobs;
+ALTER TABLE oban_jobs ENABLE TRIGGER fencing_complete;
 
 -- ---- Solid Queue -------------------------------------------------------
 \i examples/queues/solid_queue/schema.sql
