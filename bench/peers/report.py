@@ -92,7 +92,9 @@ w('# bench/peers: fencing side by side with etcd, ZooKeeper, Redis and plain SQL
 w('')
 w(f"Run {date} UTC, {machine.get('mode', '?')} mode: {len(rounds)} round(s); in every round each "
   f"system runs each cell once for {machine.get('dur')} s (after {machine.get('warmup')} s of "
-  f"warm-up), back to back, the order of the systems rotating from round to round. "
+  f"warm-up), back to back, the order of the systems rotating from round to round"
+  + (f"; each durability phase starts with an unmeasured {machine['prewarm']} s run of every system "
+     "(8 clients, 1,000 names) that warms the JVM, caches and connections. " if 'prewarm' in machine else ". ") +
   f"Tree `{machine.get('git', '?')}`; {machine.get('total_s', '?')} s in all. "
   f"Produced by `sudo bench/peers/run.sh` ([bench/peers/README.md](../peers/README.md)).")
 w('')
