@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/peers/run.sh: fencing side by side with what users pick instead.
 #
-#   sudo bench/peers/run.sh            # full mode, about 16 minutes
+#   sudo bench/peers/run.sh            # full mode, about 17 minutes
 #   sudo bench/peers/run.sh --quick    # about 4 minutes
 #
 # Lease cycles (acquire with a TTL and get a token, then release) against
