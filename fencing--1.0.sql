@@ -7,18 +7,22 @@
 -- create it outside the extension, and DROP EXTENSION leave it behind.)
 CREATE SCHEMA fencing;
 
--- The token counter and the two pieces of state that place it in a
--- timeline band (see src/token.c).  All three are non-transactional on
--- purpose, and dumped by pg_dump so a restore continues above them.
+-- The token counter and the state that places it in a band (see
+-- src/token.c).  All non-transactional on purpose.  The counter, the band's
+-- first token and its origin are dumped by pg_dump, so a restore continues
+-- above them; the band's epoch and timeline and the witness are not.
 CREATE SEQUENCE fencing.token_seq AS bigint
 	MINVALUE 1 NO CYCLE CACHE 1;
 CREATE SEQUENCE fencing.token_base AS bigint
 	MINVALUE 0 NO CYCLE CACHE 1;
 CREATE SEQUENCE fencing.token_origin AS bigint
-	MINVALUE -9223372036854775808 MAXVALUE 9223372036854775807 NO CYCLE CACHE 1;
--- A random number drawn at CREATE EXTENSION, part of the origin.  Not
+	MINVALUE -9223372036854775808 MAXVALUE 9223372036854775807 START 0
+	NO CYCLE CACHE 1;
+CREATE SEQUENCE fencing.token_band AS bigint
+	MINVALUE 0 NO CYCLE CACHE 1;
+-- The LSN of token_origin's page as the token source last wrote it.  Not
 -- dumped, so a restored dump never matches the database it lands in.
-CREATE SEQUENCE fencing.token_install AS bigint
+CREATE SEQUENCE fencing.token_witness AS bigint
 	MINVALUE 1 NO CYCLE CACHE 1;
 
 -- One row per lease, written only by the lease functions.  Only the
@@ -44,7 +48,9 @@ CREATE TABLE fencing.leases (
 COMMENT ON TABLE fencing.leases IS
 	'Lease rows; written only through the fencing.lease_* functions';
 
--- Rows that arrive any other way come from a restore: see src/token.c.
+-- Rows that arrive any other way come from elsewhere (a restore, COPY,
+-- logical replication): the token source must go above their tokens (see
+-- src/lease_arrival.c).  ALWAYS: it fires in replication apply too.
 CREATE FUNCTION fencing._leases_restored()
 RETURNS trigger
 LANGUAGE C
@@ -53,8 +59,9 @@ AS 'MODULE_PATHNAME', 'fencing_leases_restored';
 REVOKE ALL ON FUNCTION fencing._leases_restored() FROM PUBLIC;
 
 CREATE TRIGGER leases_restored
-	AFTER INSERT ON fencing.leases
-	FOR EACH STATEMENT EXECUTE FUNCTION fencing._leases_restored();
+	BEFORE INSERT OR UPDATE ON fencing.leases
+	FOR EACH ROW EXECUTE FUNCTION fencing._leases_restored();
+ALTER TABLE fencing.leases ENABLE ALWAYS TRIGGER leases_restored;
 
 -- Stale writes refused by fence_guard and fence_advance.  A sequence,
 -- because the refused transaction rolls back and a counter must not.
@@ -67,7 +74,8 @@ SELECT pg_catalog.pg_extension_config_dump('fencing.token_base', '');
 SELECT pg_catalog.pg_extension_config_dump('fencing.token_origin', '');
 
 REVOKE ALL ON fencing.leases, fencing.token_seq, fencing.token_base,
-	fencing.token_origin, fencing.token_install, fencing.stale_write_count
+	fencing.token_origin, fencing.token_band, fencing.token_witness,
+	fencing.stale_write_count
 	FROM PUBLIC;
 
 CREATE FUNCTION fencing._bind_token_origin()
@@ -86,13 +94,13 @@ AS 'MODULE_PATHNAME', 'fencing_next_token';
 COMMENT ON FUNCTION fencing.next_token() IS
 	'A fresh fencing token: durable, larger than any issued before';
 
-CREATE FUNCTION fencing.advance_tokens(floor bigint)
+CREATE FUNCTION fencing.advance_tokens(floor bigint DEFAULT 0)
 RETURNS void
 LANGUAGE C VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'fencing_advance_tokens';
 
 COMMENT ON FUNCTION fencing.advance_tokens(bigint) IS
-	'Make every token issued from now on exceed floor (superuser or fencing_admin)';
+	'Enter a new token band now: every token issued from now on exceeds floor (superuser or fencing_admin)';
 
 CREATE FUNCTION fencing.lease_acquire(name text, holder text, ttl interval,
 									  wait interval DEFAULT '0')

@@ -11,6 +11,12 @@
 #                             restore tests)
 #   FENCING_NO_DURABLE_FENCE  fenced writes commit as synchronous_commit
 #                             says (t/008_durable_fence.pl)
+#   FENCING_TIMELINE_BANDS    the token rule before band entries: band =
+#                             timeline + K, no clock, a fresh install starts
+#                             at 1, no refusal of tokens from before the
+#                             band, lease rows from replication apply unseen
+#                             (double failover, logical switchover, lost
+#                             tail, clock skew tests)
 #
 #   sudo scripts/negative_control.sh
 #   NEGATIVE_VARIANTS=FENCING_NO_DURABLE_FENCE sudo scripts/negative_control.sh
@@ -23,8 +29,9 @@ cd "$(dirname "$0")/.."
 declare -A variant_tests=(
 	[FENCING_PLAIN_NEXTVAL]="t/001_crash.pl t/002_promotion.pl t/003_pitr.pl t/004_dump_restore.pl t/006_restore_same_db.pl"
 	[FENCING_NO_DURABLE_FENCE]="t/008_durable_fence.pl"
+	[FENCING_TIMELINE_BANDS]="t/010_double_failover.pl t/011_logical_switchover.pl t/012_lost_tail.pl"
 )
-variants=${NEGATIVE_VARIANTS:-"FENCING_PLAIN_NEXTVAL FENCING_NO_DURABLE_FENCE"}
+variants=${NEGATIVE_VARIANTS:-"FENCING_PLAIN_NEXTVAL FENCING_NO_DURABLE_FENCE FENCING_TIMELINE_BANDS"}
 pgbin=/usr/lib/postgresql/$FENCING_PG_MAJOR
 
 root=$(mktemp -d /tmp/fencing-negative.XXXXXX)

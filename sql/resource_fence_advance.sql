@@ -8,6 +8,10 @@
 --
 -- Error lines show message, DETAIL and HINT but no LOCATION; the SQLSTATE
 -- of every failing statement is echoed right after it.
+-- Literal tokens here stand for another cluster's: this database issues
+-- tokens too, so it turns off the refusal of tokens from before its band
+-- (fencing.refuse_old_band, docs/tokens.md).
+SET fencing.refuse_old_band = off;
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 

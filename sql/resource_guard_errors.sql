@@ -4,6 +4,10 @@
 -- 39P01, an unknown option 22023, a missing column 42703, a column that
 -- is not bigint 42804, a trigger that is not BEFORE ... FOR EACH ROW 39P01.
 -- fencing.token accepts a positive decimal bigint or '' only (22023).
+-- Literal tokens here stand for another cluster's: this database issues
+-- tokens too, so it turns off the refusal of tokens from before its band
+-- (fencing.refuse_old_band, docs/tokens.md).
+SET fencing.refuse_old_band = off;
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 
@@ -247,6 +251,7 @@ SELECT * FROM resource_ge_fresh;
 \c
 BEGIN;
 SET LOCAL fencing.token = '34';
+SET LOCAL fencing.refuse_old_band = off;
 UPDATE resource_ge_fresh SET v = 'one by 34' WHERE id = 1 RETURNING *;
 COMMIT;
 DROP TABLE resource_ge_fresh;

@@ -131,6 +131,8 @@ fencing_fence_advance(PG_FUNCTION_ARGS)
 		if (fence > token || (fence == token && !allow_same))
 			fencing_report_stale(token, fence, NULL);
 	}
+	/* the row's newer fence may have been lost at failover */
+	fencing_check_token_band(token);
 	fencing_fenced_write_durable();
 	PG_RETURN_INT64(token);
 }

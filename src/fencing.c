@@ -2,7 +2,8 @@
  *
  * fencing.c
  *	  Module entry point, the per-backend cache of the extension's OIDs,
- *	  and switching to the extension owner for internal queries.
+ *	  switching to the extension owner for internal queries, and who is an
+ *	  admin: the bottom layer every other file may use.
  *
  * Every table and sequence of the extension belongs to its owner and no
  * other role gets privileges on them.  The C functions run their internal
@@ -16,6 +17,7 @@
 #include "access/relation.h"
 #include "catalog/namespace.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -56,7 +58,8 @@ fencing_relcache_callback(Datum arg, Oid relid)
 		relid == catalog.token_seq_oid ||
 		relid == catalog.token_base_oid ||
 		relid == catalog.token_origin_oid ||
-		relid == catalog.token_install_oid ||
+		relid == catalog.token_band_oid ||
+		relid == catalog.token_witness_oid ||
 		relid == catalog.stale_count_oid)
 		catalog_valid = false;
 }
@@ -65,6 +68,7 @@ void
 _PG_init(void)
 {
 	CacheRegisterRelcacheCallback(fencing_relcache_callback, (Datum) 0);
+	fencing_token_init();
 	fencing_define_token_guc();
 	fencing_lease_init();
 	fencing_events_init();
@@ -99,7 +103,8 @@ fencing_catalog(void)
 	catalog.token_seq_oid = lookup_member("token_seq", catalog.namespace_oid);
 	catalog.token_base_oid = lookup_member("token_base", catalog.namespace_oid);
 	catalog.token_origin_oid = lookup_member("token_origin", catalog.namespace_oid);
-	catalog.token_install_oid = lookup_member("token_install", catalog.namespace_oid);
+	catalog.token_band_oid = lookup_member("token_band", catalog.namespace_oid);
+	catalog.token_witness_oid = lookup_member("token_witness", catalog.namespace_oid);
 	catalog.stale_count_oid = lookup_member("stale_write_count", catalog.namespace_oid);
 
 	rel = relation_open(catalog.leases_oid, AccessShareLock);
@@ -113,6 +118,18 @@ fencing_catalog(void)
 	catalog.generation++;
 	catalog_valid = true;
 	return &catalog;
+}
+
+/* Superusers and members of the role fencing_admin, if it exists. */
+bool
+fencing_is_admin(Oid roleid)
+{
+	Oid			admin;
+
+	if (superuser_arg(roleid))
+		return true;
+	admin = get_role_oid("fencing_admin", true);
+	return OidIsValid(admin) && has_privs_of_role(roleid, admin);
 }
 
 /*

@@ -38,6 +38,10 @@
 #define ERRCODE_FENCING_TOKEN_EXHAUSTED		MAKE_SQLSTATE('L','F','0','0','2')
 #define ERRCODE_FENCING_ROW_NOT_FOUND		MAKE_SQLSTATE('L','F','0','0','3')
 #define ERRCODE_FENCING_MISSING_TOKEN		MAKE_SQLSTATE('L','F','0','0','4')
+/* token source and high availability (token.c) */
+#define ERRCODE_FENCING_OLD_BAND			MAKE_SQLSTATE('L','F','0','0','5')
+#define ERRCODE_FENCING_NO_EPOCH			MAKE_SQLSTATE('L','F','0','0','6')
+#define ERRCODE_FENCING_STALE_EPOCH			MAKE_SQLSTATE('L','F','0','0','7')
 /* job queues (claim.c) */
 #define ERRCODE_FENCING_CLAIM_MISMATCH		MAKE_SQLSTATE('L','F','0','1','0')
 #define ERRCODE_FENCING_NOT_CLAIMED			MAKE_SQLSTATE('L','F','0','1','1')
@@ -62,15 +66,17 @@ typedef struct FencingCatalog
 	Oid			namespace_oid;
 	Oid			leases_oid;		/* fencing.leases */
 	Oid			token_seq_oid;	/* fencing.token_seq: the counter */
-	Oid			token_base_oid; /* fencing.token_base: (timeline, band) */
-	Oid			token_origin_oid;	/* fencing.token_origin: database identity */
-	Oid			token_install_oid;	/* fencing.token_install: random, not dumped */
+	Oid			token_base_oid; /* fencing.token_base: first token of the band */
+	Oid			token_origin_oid;	/* fencing.token_origin: who entered it */
+	Oid			token_band_oid; /* fencing.token_band: epoch and timeline */
+	Oid			token_witness_oid;	/* fencing.token_witness: not dumped */
 	Oid			stale_count_oid;	/* fencing.stale_write_count */
 	Oid			owner_oid;		/* owner of fencing.leases */
 	uint64		generation;
 } FencingCatalog;
 
 extern const FencingCatalog *fencing_catalog(void);
+extern bool fencing_is_admin(Oid roleid);
 
 /* Run internal SQL as the extension's owner, not as the caller. */
 typedef struct FencingOwnerScope

@@ -204,6 +204,9 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 	attnum = guard_column(trigdata, &allow_unfenced);
 	colname = trigdata->tg_trigger->tgargs[0];
 	has_token = declared_token(&token);
+	/* a newer fence may have been lost at failover */
+	if (has_token)
+		fencing_check_token_band(token);
 
 	if (TRIGGER_FIRED_BY_INSERT(event))
 	{
@@ -274,6 +277,7 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 			if (has_old && new_fence < old_fence)
 				fencing_report_stale(new_fence, old_fence,
 									 RelationGetRelationName(rel));
+			fencing_check_token_band(new_fence);
 			fencing_fenced_write_durable();
 		}
 		return PointerGetDatum(trigdata->tg_newtuple);

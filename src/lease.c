@@ -44,18 +44,6 @@ fencing_lease_init(void)
 
 /* ---- who may act on a lease ---- */
 
-/* Superusers and members of the role fencing_admin, if it exists. */
-bool
-fencing_is_lease_admin(Oid roleid)
-{
-	Oid			admin;
-
-	if (superuser_arg(roleid))
-		return true;
-	admin = get_role_oid("fencing_admin", true);
-	return OidIsValid(admin) && has_privs_of_role(roleid, admin);
-}
-
 /*
  * Run a renew, release or check statement as the calling role.  When it
  * finds nothing, see whether the token is live but held by another role:
@@ -78,7 +66,7 @@ run_as_holder(LeaseStatement stmt, LeaseRequest *req)
 		holder.holder_role == caller)
 		return processed;
 
-	if (!fencing_is_lease_admin(caller))
+	if (!fencing_is_admin(caller))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("lease \"%s\" is held by another role",
@@ -221,6 +209,8 @@ fencing_lease_renew(PG_FUNCTION_ARGS)
 
 	if (run_as_holder(LEASE_RENEW, &req) == 0)
 		PG_RETURN_BOOL(false);
+	/* the lease is current here, but what it fenced may be lost */
+	fencing_check_token_band(req.token);
 	ForceSyncCommit();
 	PG_RETURN_BOOL(true);
 }
@@ -266,5 +256,9 @@ fencing_lease_check(PG_FUNCTION_ARGS)
 	/* it locks the row: a writing call */
 	PreventCommandIfReadOnly("fencing.lease_check()");
 
-	PG_RETURN_BOOL(run_as_holder(LEASE_CHECK, &req) == 1);
+	if (run_as_holder(LEASE_CHECK, &req) != 1)
+		PG_RETURN_BOOL(false);
+	/* the lease is current here, but what it fenced may be lost */
+	fencing_check_token_band(req.token);
+	PG_RETURN_BOOL(true);
 }

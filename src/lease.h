@@ -72,7 +72,6 @@ extern void fencing_check_lease_snapshot(LeaseStatement probe,
 
 /* lease.c */
 extern void fencing_lease_init(void);
-extern bool fencing_is_lease_admin(Oid roleid);
 extern void fencing_lease_freed(text *name, int64 token, const char *event,
 								const char *holder);
 

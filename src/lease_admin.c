@@ -24,7 +24,7 @@ FENCING_FUNCTION(fencing_lease_purge);
 static void
 require_lease_admin(const char *what)
 {
-	if (!fencing_is_lease_admin(GetUserId()))
+	if (!fencing_is_admin(GetUserId()))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for %s", what),

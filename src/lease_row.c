@@ -519,11 +519,21 @@ update_row(Relation rel, Snapshot snapshot, TupleTableSlot *old,
 	AfterTriggerBeginQuery();
 	/* the update sets it; a BEFORE trigger that skips the row does not */
 	ItemPointerSetInvalid(&ch->slot->tts_tid);
+	/* our own write: the arrival trigger (lease_arrival.c) lets it be */
+	fencing_writing_leases = true;
+	PG_TRY();
+	{
 #if PG_VERSION_NUM >= 140000
-	ExecSimpleRelationUpdate(rri, estate, &epqstate, old, ch->slot);
+		ExecSimpleRelationUpdate(rri, estate, &epqstate, old, ch->slot);
 #else
-	ExecSimpleRelationUpdate(estate, &epqstate, old, ch->slot);
+		ExecSimpleRelationUpdate(estate, &epqstate, old, ch->slot);
 #endif
+	}
+	PG_FINALLY();
+	{
+		fencing_writing_leases = false;
+	}
+	PG_END_TRY();
 	updated = ItemPointerIsValid(&ch->slot->tts_tid);
 	AfterTriggerEndQuery(estate);
 

@@ -12,80 +12,177 @@
  *	  We flush WAL up to the sequence page's LSN before returning a token.
  *	  That costs a WAL flush once per 32 tokens at most.
  *
- * 2. Timeline bands.  A promoted asynchronous standby, or a cluster after
- *	  point-in-time recovery, may have missed the tail of the WAL of the
- *	  history it continues, so its copy of the counter can be far behind
- *	  tokens the old primary acknowledged.  Both start a new WAL timeline,
- *	  so we split the token space into bands of 2^44 values and give every
- *	  timeline its own band: band = timeline + K.  On a cluster never
- *	  promoted the band is 0 and tokens read 1, 2, 3, ...  After promotion
- *	  to timeline T+1, tokens start above every value band T could hold.
+ * 2. Band entries.  Whenever this database's token history may have
+ *	  diverged from another, the token source enters a new band: its next
+ *	  token is
  *
- * K is kept only in non-transactional, WAL-logged state (two more
- * sequences), never in a table: an aborted transaction must not be able
- * to leave behind a band that some other history computes differently.
- * fencing.token_base holds (timeline << 20 | band) for the last band
- * entered and fencing.token_origin a hash of (system identifier, database
- * OID).  Changes are made in the order base, origin, counter, each before
- * any token of the new band is returned, so a standby's copy is always a
- * prefix of that history and computes the same or a higher band.
+ *		  max(counter + 1, wall clock at band entry in microseconds since
+ *			  the Unix epoch, any floor handed in)
  *
- * A database restored by pg_dump, or copied to another database or
- * cluster, has a foreign origin; it jumps to a band above both the
- * restored base and the restored counter, so its tokens exceed every
- * token the source had issued in those bands, even after the dump.  The
- * origin also hashes a random number drawn at CREATE EXTENSION and kept
- * in fencing.token_install, which pg_dump does not dump, so a dump
- * restored into the very database it came from is foreign too.
+ *	  an HLC-style floor.  The history may have diverged when the insertion
+ *	  timeline changed (a promotion, point-in-time recovery: the standby may
+ *	  have missed the tail of the WAL, and a second standby promoted
+ *	  independently gets the *same* timeline ID), when the state was
+ *	  restored or copied from elsewhere, when lease rows arrived by logical
+ *	  replication or a restore (fencing_token_history_arrived), on the first
+ *	  token of a fresh installation, and on fencing.advance_tokens().  Two
+ *	  nodes that never talked still issue disjoint tokens as long as node
+ *	  clocks agree to better than the time between two promotions and a node
+ *	  issues fewer than one token per microsecond on average since its band
+ *	  entry: the earlier band's tokens then stay below the later band's
+ *	  start.  Tokens stay below 2^53 (exact in JSON) until the year 2255.
  *
- * Each backend remembers the band it verified and the LSN of the
- * token_base page at that time; a changed LSN means someone (a restore,
- * advance_tokens) moved the state, and the band is verified again.
+ *	  With fencing.epoch_file set, the floor comes from an epoch the HA
+ *	  manager writes from its consensus store before promoting, and no clock
+ *	  is involved: epoch e owns the tokens [e << 40, (e + 1) << 40).  A band
+ *	  entry after a new timeline, a restore or a copy needs an epoch greater
+ *	  than the band's; no token is issued until the file has one.
+ *
+ * The state is kept only in non-transactional, WAL-logged sequences, never
+ * in a table: an aborted transaction must not leave behind a band that
+ * some other history computes differently.
+ *
+ *	fencing.token_seq		the counter (dumped)
+ *	fencing.token_base		first token of the current band, 0: none yet
+ *							(dumped)
+ *	fencing.token_origin	hash of (system identifier, database OID) of the
+ *							database that entered the band; 0: an entry is
+ *							pending (dumped)
+ *	fencing.token_band		epoch << 32 | timeline of the band (not dumped)
+ *	fencing.token_witness	LSN of token_origin's page as we last wrote it
+ *							(not dumped)
+ *
+ * A restore into another database or cluster brings a foreign origin.  A
+ * restore into the very database it came from brings our own origin back,
+ * but it rewrites token_origin's page, whose LSN then no longer matches the
+ * witness, which no dump carries.  Either way the next token enters a band.
+ *
+ * A band entry marks token_origin pending, then writes counter, base,
+ * band, origin and witness in that order, one entry at a time, and
+ * flushes WAL before any token of the band is returned.  Issuers take no
+ * lock: one that sees token_origin's page change across its nextval()
+ * draws again (see verify_band).  A crash or a standby's copy that
+ * stops part-way leaves a state that enters a band again.  Each backend
+ * remembers the band it verified, its timeline and token_origin's page
+ * LSN; anything that moves the state rewrites that page.
+ *
+ * Tokens issued before the current band entry may have fenced data that
+ * the new band's history does not have (an asynchronous failover loses the
+ * tail): fencing_check_token_band() refuses them for resources in this
+ * database, which has issued tokens of its own.  A database that never
+ * issued a token (a resource-only database, a Citus worker) only compares
+ * numbers.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/relation.h"
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "commands/extension.h"
 #include "commands/sequence.h"
-#include "commands/trigger.h"
 #include "common/hashfn.h"
+#include "datatype/timestamp.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
+#include "storage/fd.h"
 #include "storage/lmgr.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
+#include "utils/guc.h"
+#include "utils/timestamp.h"
 
 #include "token.h"
-/* fencing_is_lease_admin, fencing_writing_leases: to go (issue 12) */
-#include "lease.h"
 
-#define TOKEN_BAND_BITS		44
-#define BASE_BAND_BITS		20
-#define BASE_BAND_MASK		((INT64CONST(1) << BASE_BAND_BITS) - 1)
-#define MAX_TOKEN_BAND		((INT64CONST(1) << (63 - TOKEN_BAND_BITS)) - 1)
+/* epoch e owns [e << EPOCH_SHIFT, (e + 1) << EPOCH_SHIFT) */
+#define EPOCH_SHIFT			40
+#define MAX_EPOCH			((INT64CONST(1) << (63 - EPOCH_SHIFT)) - 2)
+/* token_band packs the band's epoch and timeline */
+#define BAND_TLI(b)			((TimeLineID) ((uint64) (b) & 0xFFFFFFFF))
+#define BAND_EPOCH(b)		((b) >> 32)
+#define BAND_VALUE(e, tli)	(((int64) (e) << 32) | (int64) (tli))
 
-/* timeline whose band this backend has verified, the band's end, and
- * the LSN of the token_base page then */
-static TimeLineID verified_timeline = 0;
-static int64 verified_band_end = 0;
-static XLogRecPtr verified_base_lsn = InvalidXLogRecPtr;
+#ifdef FENCING_TIMELINE_BANDS
+/* the old rule, for the negative control only: band = timeline + K */
+#define OLD_BAND_BITS		44
+#endif
+
+/* why a band is entered */
+typedef enum BandEntry
+{
+	BAND_CURRENT,				/* none needed */
+	BAND_FIRST,					/* no band yet: a fresh installation */
+	BAND_REPLACED,				/* state restored or copied from elsewhere */
+	BAND_TIMELINE,				/* a promotion or PITR: new timeline */
+	BAND_ARRIVED				/* history arrived, or an explicit call */
+} BandEntry;
+
+typedef struct TokenState
+{
+	int64		counter;		/* last value of token_seq, 0 if unused */
+	int64		start;
+	int64		origin;
+	int64		band;
+	int64		witness;
+	XLogRecPtr	origin_lsn;		/* LSN of token_origin's page */
+} TokenState;
+
+/* the band this backend verified */
+static struct
+{
+	bool		valid;
+	TimeLineID	tli;			/* insertion timeline then */
+	XLogRecPtr	origin_lsn;		/* token_origin's page LSN then */
+	bool		issuer;			/* this database entered the band */
+	bool		pending;		/* a new timeline awaits its band */
+	int64		start;
+	int64		end;			/* tokens stay below */
+}			verified;
+
+/* a floor this backend recorded for arrived history, and the LSN then */
+static int64 arrived_floor = 0;
+static XLogRecPtr arrived_lsn = InvalidXLogRecPtr;
+
+/* GUCs */
+static char *epoch_file = NULL;
+static bool refuse_old_band = true;
 
 FENCING_FUNCTION(fencing_next_token);
 FENCING_FUNCTION(fencing_bind_token_origin);
 FENCING_FUNCTION(fencing_advance_tokens);
-FENCING_FUNCTION(fencing_leases_restored);
+
+void
+fencing_token_init(void)
+{
+	DefineCustomStringVariable("fencing.epoch_file",
+							   "File with the epoch that token bands derive from, instead of the clock.",
+							   "A path relative to the data directory, holding one decimal integer "
+							   "that the HA manager raises before each promotion. Empty: bands start "
+							   "at the wall clock.",
+							   &epoch_file,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
+	DefineCustomBoolVariable("fencing.refuse_old_band",
+							 "Refuse tokens issued before this database's last band entry.",
+							 "Turn off where this database also guards resources with tokens of another cluster.",
+							 &refuse_old_band,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+}
 
 void
 fencing_forget_token_band(void)
 {
-	verified_timeline = 0;
-	verified_band_end = 0;
-	verified_base_lsn = InvalidXLogRecPtr;
+	verified.valid = false;
+	arrived_floor = 0;
+	arrived_lsn = InvalidXLogRecPtr;
 }
 
 /* LSN of the last WAL record that changed a sequence */
@@ -110,11 +207,6 @@ sequence_lsn(Oid seqoid)
 static TimeLineID
 insertion_timeline(void)
 {
-	if (RecoveryInProgress())
-		ereport(ERROR,
-				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("cannot issue fencing tokens during recovery"),
-				 errhint("Fencing tokens are issued only by a primary server.")));
 #if PG_VERSION_NUM >= 150000
 	return GetWALInsertionTimeLine();
 #else
@@ -122,26 +214,31 @@ insertion_timeline(void)
 #endif
 }
 
-/*
- * Identity of this installation: cluster, database, and the random number
- * drawn at CREATE EXTENSION.  A restored or copied database has another.
- */
+static void
+refuse_in_recovery(void)
+{
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot issue fencing tokens during recovery"),
+				 errhint("Fencing tokens are issued only by a primary server.")));
+}
+
+/* Identity of this database: cluster and database.  Never 0 (pending). */
 static int64
-database_origin(int64 install_nonce)
+database_origin(void)
 {
 	struct
 	{
 		uint64		sysid;
-		uint64		nonce;
 		Oid			dboid;
 	}			id;
 
 	memset(&id, 0, sizeof(id));
 	id.sysid = GetSystemIdentifier();
-	id.nonce = (uint64) install_nonce;
 	id.dboid = MyDatabaseId;
-	return (int64) hash_bytes_extended((const unsigned char *) &id,
-									   sizeof(id), 0);
+	return (int64) (hash_bytes_extended((const unsigned char *) &id,
+										sizeof(id), 0) | 1);
 }
 
 static void
@@ -165,7 +262,7 @@ spi_int8_column(int col)
 
 /* Current values of the token sequences; an unused counter reads 0. */
 static void
-read_token_state(int64 *counter, int64 *base, int64 *origin, int64 *nonce)
+read_token_state(const FencingCatalog *cat, TokenState *st)
 {
 	int			rc;
 
@@ -175,74 +272,270 @@ read_token_state(int64 *counter, int64 *base, int64 *origin, int64 *nonce)
 					 "          FROM fencing.token_seq AS s),"
 					 "       (SELECT b.last_value FROM fencing.token_base AS b),"
 					 "       (SELECT o.last_value FROM fencing.token_origin AS o),"
-					 "       (SELECT i.last_value FROM fencing.token_install AS i)",
+					 "       (SELECT t.last_value FROM fencing.token_band AS t),"
+					 "       (SELECT w.last_value FROM fencing.token_witness AS w)",
 					 true, 1);
 	if (rc != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not read the fencing token state");
-	*counter = spi_int8_column(1);
-	*base = spi_int8_column(2);
-	*origin = spi_int8_column(3);
-	*nonce = spi_int8_column(4);
+	st->counter = spi_int8_column(1);
+	st->start = spi_int8_column(2);
+	st->origin = spi_int8_column(3);
+	st->band = spi_int8_column(4);
+	st->witness = spi_int8_column(5);
 	SPI_finish();
+	st->origin_lsn = sequence_lsn(cat->token_origin_oid);
 }
 
-static void
-token_space_exhausted(TimeLineID tli)
+/* Does the stored band still describe this database's history? */
+static BandEntry
+classify(const TokenState *st, TimeLineID tli)
 {
-	ereport(ERROR,
-			(errcode(ERRCODE_FENCING_TOKEN_EXHAUSTED),
-			 errmsg("fencing token space of timeline %u is exhausted", tli),
-			 errdetail("Each timeline has 2^%d tokens.", TOKEN_BAND_BITS),
-			 errhint("Promote a standby to move to a new timeline.")));
+	if (st->start == 0)
+		return BAND_FIRST;
+	if (st->origin != 0 &&
+		(st->origin != database_origin() ||
+		 st->witness != (int64) st->origin_lsn))
+		return BAND_REPLACED;
+	if (BAND_TLI(st->band) != tli)
+		return BAND_TIMELINE;
+	if (st->origin == 0)
+		return BAND_ARRIVED;
+	return BAND_CURRENT;
+}
+
+/* microseconds since the Unix epoch */
+static int64
+unix_clock_usecs(void)
+{
+	return (int64) GetCurrentTimestamp() +
+		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
 }
 
 /*
- * Make sure the counter is inside the band of timeline "tli" and remember
- * the band's end.  Runs once per backend and timeline, as the owner.
+ * The epoch in fencing.epoch_file: one decimal integer, newline optional.
+ * Written atomically (rename) by the HA manager, so one read sees all of it.
  */
-static void
-verify_token_band(const FencingCatalog *cat, TimeLineID tli, int64 floor)
+static int64
+read_epoch_file(void)
 {
-	int64		origin_now;
-	int64		counter,
-				base,
-				origin,
-				nonce;
-	int64		base_tli,
-				base_band,
-				counter_band,
-				band;
+	FILE	   *f;
+	char		buf[32];
+	size_t		n;
+	int64		epoch = 0;
+	size_t		i = 0;
 
-	/* one band check at a time; token issuers are not blocked */
-	LockRelationOid(cat->token_base_oid, ShareUpdateExclusiveLock);
+	f = AllocateFile(epoch_file, "r");
+	if (f == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_NO_EPOCH),
+				 errmsg("could not open fencing epoch file \"%s\": %m",
+						epoch_file),
+				 errdetail("fencing.epoch_file is set, so token bands derive from the epoch it holds."),
+				 errhint("The HA manager's pre-promote hook must write the epoch from its consensus store before promoting; no token is issued until it does.")));
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	if (ferror(f))
+	{
+		int			save_errno = errno;
 
-	read_token_state(&counter, &base, &origin, &nonce);
-	origin_now = database_origin(nonce);
-	base_tli = base >> BASE_BAND_BITS;
-	base_band = base & BASE_BAND_MASK;
-	counter_band = counter >> TOKEN_BAND_BITS;
+		FreeFile(f);
+		errno = save_errno;
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_NO_EPOCH),
+				 errmsg("could not read fencing epoch file \"%s\": %m",
+						epoch_file)));
+	}
+	FreeFile(f);
+	buf[n] = '\0';
 
-	if (origin == origin_now && (int64) tli == base_tli)
-		band = base_band;
-	else if (origin == origin_now && (int64) tli > base_tli)
-		band = base_band + ((int64) tli - base_tli);
+	while (i < n && buf[i] >= '0' && buf[i] <= '9' && epoch <= MAX_EPOCH)
+		epoch = epoch * 10 + (buf[i++] - '0');
+	if (i < n && (buf[i] == '\r' || buf[i] == '\n'))
+		i += (buf[i] == '\r' && i + 1 < n && buf[i + 1] == '\n') ? 2 : 1;
+	if (i == 0 || i != n || n == sizeof(buf) - 1 ||
+		epoch < 1 || epoch > MAX_EPOCH)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_NO_EPOCH),
+				 errmsg("fencing epoch file \"%s\" does not hold a valid epoch",
+						epoch_file),
+				 errdetail("It must hold one decimal integer from 1 to %lld, optionally followed by a newline.",
+						   (long long) MAX_EPOCH)));
+	return epoch;
+}
+
+static void
+token_space_exhausted(int64 epoch)
+{
+	if (epoch > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_TOKEN_EXHAUSTED),
+				 errmsg("fencing token space of epoch %lld is exhausted",
+						(long long) epoch),
+				 errdetail("Epoch e owns the tokens from e * 2^%d to (e + 1) * 2^%d - 1.",
+						   EPOCH_SHIFT, EPOCH_SHIFT),
+				 errhint("Write a greater epoch to fencing.epoch_file, then call fencing.advance_tokens().")));
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_TOKEN_EXHAUSTED),
+			 errmsg("fencing token space is exhausted"),
+			 errdetail("Tokens are bigints and never wrap.")));
+}
+
+static void
+remember_band(TimeLineID tli, XLogRecPtr origin_lsn, bool issuer,
+			  bool pending, int64 start, int64 band)
+{
+	int64		epoch = BAND_EPOCH(band);
+
+	verified.valid = true;
+	verified.tli = tli;
+	verified.origin_lsn = origin_lsn;
+	verified.issuer = issuer;
+	verified.pending = pending;
+	verified.start = start;
+	verified.end = PG_INT64_MAX;
+#ifndef FENCING_TIMELINE_BANDS
+	if (epoch > 0)
+		verified.end = (epoch + 1) << EPOCH_SHIFT;
+#else
+	(void) epoch;
+	if ((start >> OLD_BAND_BITS) < (PG_INT64_MAX >> OLD_BAND_BITS))
+		verified.end = ((start >> OLD_BAND_BITS) + 1) << OLD_BAND_BITS;
+#endif
+}
+
+/*
+ * Where the new band starts, and its epoch (0: clock mode).  "floor" is a
+ * value every token of the band must exceed.
+ */
+static int64
+band_floor(const TokenState *st, BandEntry entry, TimeLineID tli,
+		   int64 floor, int64 *epoch_out)
+{
+	int64		start = Max(st->counter, floor);
+	int64		prev_epoch = BAND_EPOCH(st->band);
+
+	if (start == PG_INT64_MAX)
+		token_space_exhausted(0);
+	start++;
+
+#ifdef FENCING_TIMELINE_BANDS
+	{
+		/*
+		 * Negative control for the test suite only: today's rule, band =
+		 * timeline + K with 2^44 tokens each and no clock; a fresh install
+		 * starts at 1.  Never build a release with this.
+		 */
+		int64		band = Max(st->start, st->counter) >> OLD_BAND_BITS;
+
+		if (entry == BAND_TIMELINE && tli > BAND_TLI(st->band))
+			band += tli - BAND_TLI(st->band);
+		else if (entry != BAND_FIRST)
+			band += tli;
+		*epoch_out = 0;
+		return Max(start, band << OLD_BAND_BITS);
+	}
+#endif
+
+	if (epoch_file == NULL || epoch_file[0] == '\0')
+	{
+		*epoch_out = 0;
+		return Max(start, unix_clock_usecs());
+	}
 	else
 	{
-		/* restored, copied, or the timeline went backwards: jump past all */
-		band = Max(base_band, counter_band) + (int64) tli;
-	}
-	band = Max(band, counter_band);
-	/* advance_tokens: everything issued from now on exceeds "floor" */
-	band = Max(band, floor >> TOKEN_BAND_BITS);
-	if (band > MAX_TOKEN_BAND)
-		token_space_exhausted(tli);
+		int64		epoch = read_epoch_file();
+		bool		needs_new = (entry != BAND_ARRIVED);
 
-	if (base != (((int64) tli << BASE_BAND_BITS) | band))
-		set_sequence(cat->token_base_oid, ((int64) tli << BASE_BAND_BITS) | band);
-	if (origin != origin_now)
-		set_sequence(cat->token_origin_oid, origin_now);
-	if (counter < Max(band << TOKEN_BAND_BITS, floor))
-		set_sequence(cat->token_seq_oid, Max(band << TOKEN_BAND_BITS, floor));
+		if (epoch < prev_epoch || (needs_new && epoch == prev_epoch))
+			ereport(ERROR,
+					(errcode(ERRCODE_FENCING_STALE_EPOCH),
+					 errmsg("fencing epoch %lld is not greater than the epoch %lld of the current token band",
+							(long long) epoch, (long long) prev_epoch),
+					 entry == BAND_TIMELINE ?
+					 errdetail("A promotion or point-in-time recovery started timeline %u; its tokens need a new epoch.",
+							   tli) :
+					 errdetail("The token state was restored or copied from elsewhere; its tokens need a new epoch."),
+					 errhint("The HA manager's pre-promote hook must write a greater epoch to \"%s\"; no token is issued until it does.",
+							 epoch_file)));
+		*epoch_out = epoch;
+		start = Max(start, epoch << EPOCH_SHIFT);
+		if (start >= (epoch + 1) << EPOCH_SHIFT)
+			ereport(ERROR,
+					(errcode(ERRCODE_FENCING_TOKEN_EXHAUSTED),
+					 errmsg("fencing epoch %lld has no tokens left above %lld",
+							(long long) epoch, (long long) (start - 1)),
+					 errdetail("Epoch e owns the tokens from e * 2^%d to (e + 1) * 2^%d - 1.",
+							   EPOCH_SHIFT, EPOCH_SHIFT),
+					 errhint("Write an epoch of at least %lld to \"%s\".",
+							 (long long) (((start - 1) >> EPOCH_SHIFT) + 1),
+							 epoch_file)));
+		return start;
+	}
+}
+
+/* the counter's last value, 0 if unused */
+static int64
+read_counter(const FencingCatalog *cat)
+{
+	TokenState	st;
+
+	read_token_state(cat, &st);
+	return st.counter;
+}
+
+/*
+ * Verify the stored band and, if the history may have diverged (or
+ * "force"), enter a new one above "floor".  Runs as the owner.
+ *
+ * Token issuers take no lock: each checks token_origin's page LSN after
+ * its nextval() and discards the value if it changed.  So an entry first
+ * marks token_origin (pending), and only then reads the counter it moves
+ * up: a value drawn before the mark is counted in what it reads, one drawn
+ * after it is discarded, and setval() never moves the counter below a
+ * token someone was given.
+ */
+static void
+verify_band(const FencingCatalog *cat, TimeLineID tli, int64 floor,
+			bool force)
+{
+	TokenState	st;
+	BandEntry	entry;
+	int64		start;
+	int64		epoch;
+	int64		counter;
+
+	/* one band entry at a time; token issuers are not blocked */
+	LockRelationOid(cat->token_base_oid, ShareUpdateExclusiveLock);
+
+	read_token_state(cat, &st);
+	entry = classify(&st, tli);
+	if (force && entry == BAND_CURRENT)
+		entry = BAND_ARRIVED;
+	if (entry == BAND_CURRENT)
+	{
+		UnlockRelationOid(cat->token_base_oid, ShareUpdateExclusiveLock);
+		remember_band(tli, st.origin_lsn, true, false, st.start, st.band);
+		return;
+	}
+
+	/* refuses (a missing or stale epoch) before anything changes */
+	start = band_floor(&st, entry, tli, floor, &epoch);
+
+	if (st.origin != 0)
+		set_sequence(cat->token_origin_oid, 0);
+	counter = read_counter(cat);
+	if (counter >= start)
+	{
+		start = counter + 1;
+		if (epoch > 0 && start >= (epoch + 1) << EPOCH_SHIFT)
+			token_space_exhausted(epoch);
+	}
+	if (start - 1 > counter)
+		set_sequence(cat->token_seq_oid, start - 1);
+	set_sequence(cat->token_base_oid, start);
+	set_sequence(cat->token_band_oid, BAND_VALUE(epoch, tli));
+	set_sequence(cat->token_origin_oid, database_origin());
+	st.origin_lsn = sequence_lsn(cat->token_origin_oid);
+	set_sequence(cat->token_witness_oid, (int64) st.origin_lsn);
 
 	/*
 	 * The new band must be durable before any token of it is returned. Our
@@ -253,26 +546,28 @@ verify_token_band(const FencingCatalog *cat, TimeLineID tli, int64 floor)
 	XLogFlush(XactLastRecEnd);
 
 	/*
-	 * The state is settled and durable: let the next backend check.  Held to
-	 * transaction end, it would stall every other backend's first token
-	 * behind a long transaction, such as a waiting lease_acquire.
+	 * Held to transaction end, the lock would stall every other backend's
+	 * band check behind a long transaction, such as a waiting lease_acquire.
 	 */
 	UnlockRelationOid(cat->token_base_oid, ShareUpdateExclusiveLock);
-
-	verified_timeline = tli;
-	verified_band_end = (band == MAX_TOKEN_BAND) ? PG_INT64_MAX :
-		(band + 1) << TOKEN_BAND_BITS;
-	verified_base_lsn = sequence_lsn(cat->token_base_oid);
+	remember_band(tli, st.origin_lsn, true, false, start,
+				  BAND_VALUE(epoch, tli));
 }
 
+static bool
+band_is_verified(const FencingCatalog *cat, TimeLineID tli)
+{
+	return verified.valid && verified.tli == tli &&
+		sequence_lsn(cat->token_origin_oid) == verified.origin_lsn;
+}
 
 /*
  * nextval() of the counter.  At the very top of the bigint range the
  * sequence itself runs out: report that as the token space being
- * exhausted, the same error as at the end of any other band.
+ * exhausted, the same error as at the end of an epoch.
  */
 static int64
-next_counter_value(Oid seqoid, TimeLineID tli)
+next_counter_value(Oid seqoid)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	int64		value = 0;
@@ -290,7 +585,7 @@ next_counter_value(Oid seqoid, TimeLineID tli)
 		if (edata->sqlerrcode != ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED)
 			PG_RE_THROW();
 		FlushErrorState();
-		token_space_exhausted(tli);
+		token_space_exhausted(0);
 	}
 	PG_END_TRY();
 	return value;
@@ -308,8 +603,8 @@ fencing_issue_token(void)
 
 	/*
 	 * Negative control for the test suite only: a plain nextval() with no
-	 * flush and no timeline band, the design the crash, promotion, PITR and
-	 * restore tests must catch.  Never build a release with this.
+	 * flush and no band, the design the crash, promotion, PITR and restore
+	 * tests must catch.  Never build a release with this.
 	 */
 	cat = fencing_catalog();
 	fencing_become_owner(&scope);
@@ -318,20 +613,28 @@ fencing_issue_token(void)
 	return token;
 #endif
 
+	refuse_in_recovery();
 	tli = insertion_timeline();
 	PreventCommandIfReadOnly("fencing.next_token()");
 	PreventCommandIfParallelMode("fencing.next_token()");
 
 	cat = fencing_catalog();
 	fencing_become_owner(&scope);
-	if (tli != verified_timeline ||
-		sequence_lsn(cat->token_base_oid) != verified_base_lsn)
-		verify_token_band(cat, tli, 0);
-	token = next_counter_value(cat->token_seq_oid, tli);
+	if (!band_is_verified(cat, tli) || !verified.issuer || verified.pending)
+		verify_band(cat, tli, 0, false);
+	for (;;)
+	{
+		token = next_counter_value(cat->token_seq_oid);
+		if (sequence_lsn(cat->token_origin_oid) == verified.origin_lsn)
+			break;
+		/* a band entry began meanwhile (see verify_band): draw again */
+		verify_band(cat, tli, 0, false);
+	}
 	fencing_restore_user(&scope);
 
-	if (token >= verified_band_end)
-		token_space_exhausted(tli);
+	if (token >= verified.end)
+		token_space_exhausted(verified.end == PG_INT64_MAX ? 0 :
+							  (verified.end >> EPOCH_SHIFT) - 1);
 	/* WAL up to the record that covers this value, before anyone sees it */
 	XLogFlush(sequence_lsn(cat->token_seq_oid));
 	return token;
@@ -344,16 +647,121 @@ fencing_next_token(PG_FUNCTION_ARGS)
 }
 
 /*
- * Called once by the install script: this database, on this timeline,
- * starts in band 0.  pg_restore overwrites it with the source's state.
+ * Is "token" from before this database's current band?  Only a database
+ * that entered its band itself answers yes: one that never issued a token,
+ * or whose state came from elsewhere, compares numbers only.  A new
+ * timeline that has not issued a token yet enters its band first: every
+ * token of the old history is from before it.
+ */
+void
+fencing_check_token_band(int64 token)
+{
+	const FencingCatalog *cat;
+	FencingOwnerScope scope;
+	TimeLineID	tli;
+
+#if defined(FENCING_TIMELINE_BANDS) || defined(FENCING_PLAIN_NEXTVAL)
+	return;
+#endif
+	if (!refuse_old_band || RecoveryInProgress())
+		return;
+	tli = insertion_timeline();
+	cat = fencing_catalog();
+	fencing_become_owner(&scope);
+	if (!band_is_verified(cat, tli))
+	{
+		TokenState	st;
+		BandEntry	entry;
+
+		read_token_state(cat, &st);
+		entry = classify(&st, tli);
+		if (entry == BAND_CURRENT)
+			remember_band(tli, st.origin_lsn, true, false, st.start, st.band);
+		else if (entry == BAND_TIMELINE && st.origin != 0)
+		{
+			/* our own history on a new timeline: its band comes first */
+			if (XactReadOnly || IsInParallelMode())
+				remember_band(tli, st.origin_lsn, true, true, PG_INT64_MAX,
+							  st.band);
+			else
+				verify_band(cat, tli, 0, false);
+		}
+		else
+			remember_band(tli, st.origin_lsn, false, false, 0, st.band);
+	}
+	fencing_restore_user(&scope);
+
+	if (verified.issuer && token < verified.start)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_OLD_BAND),
+				 errmsg("lease of fencing token %lld was lost at failover",
+						(long long) token),
+				 verified.pending ?
+				 errdetail("Token %lld was issued before this database's last promotion, and no token has been issued since.",
+						   (long long) token) :
+				 errdetail("Token %lld was issued before this database's token band, which starts at %lld (entered at a promotion, a restore, or when lease rows arrived from elsewhere).",
+						   (long long) token, (long long) verified.start),
+				 errhint("Stop writing with this token and acquire the lease again. "
+						 "A database that also guards resources with another cluster's tokens can set fencing.refuse_old_band = off.")));
+}
+
+/*
+ * History arrived from elsewhere (lease rows by logical replication or a
+ * restore): every token issued from now on must exceed "floor".  A floor
+ * above the counter means tokens this database did not issue: the next
+ * token enters a new band above it.  Cheap when nothing new arrived.
+ */
+void
+fencing_token_history_arrived(int64 floor)
+{
+	const FencingCatalog *cat;
+	FencingOwnerScope scope;
+	TokenState	st;
+
+	if (RecoveryInProgress())
+		return;
+	cat = fencing_catalog();
+	fencing_become_owner(&scope);
+	if (floor <= arrived_floor &&
+		sequence_lsn(cat->token_origin_oid) == arrived_lsn)
+	{
+		fencing_restore_user(&scope);
+		return;
+	}
+
+	LockRelationOid(cat->token_base_oid, ShareUpdateExclusiveLock);
+	read_token_state(cat, &st);
+	if (floor > st.counter)
+	{
+		/* mark first, then move the counter up: as in verify_band */
+		if (st.origin != 0)
+		{
+			set_sequence(cat->token_origin_oid, 0);
+			set_sequence(cat->token_witness_oid,
+						 (int64) sequence_lsn(cat->token_origin_oid));
+		}
+		st.counter = read_counter(cat);
+		if (floor > st.counter)
+			set_sequence(cat->token_seq_oid, floor);
+		XLogFlush(XactLastRecEnd);
+	}
+	UnlockRelationOid(cat->token_base_oid, ShareUpdateExclusiveLock);
+
+	verified.valid = false;
+	arrived_floor = Max(floor, st.counter);
+	arrived_lsn = sequence_lsn(cat->token_origin_oid);
+	fencing_restore_user(&scope);
+}
+
+/*
+ * Called once by the install script: no band yet, so the first token
+ * enters one.  pg_restore overwrites the dumped part with the source's.
  */
 Datum
 fencing_bind_token_origin(PG_FUNCTION_ARGS)
 {
 	const FencingCatalog *cat;
 	FencingOwnerScope scope;
-	TimeLineID	tli;
-	int64		nonce;
 
 	if (!creating_extension)
 		ereport(ERROR,
@@ -361,62 +769,22 @@ fencing_bind_token_origin(PG_FUNCTION_ARGS)
 				 errmsg("%s can only be called by CREATE EXTENSION",
 						"fencing._bind_token_origin()")));
 
-	tli = insertion_timeline();
 	cat = fencing_catalog();
-	if (!pg_strong_random(&nonce, sizeof(nonce)))
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not generate a random number")));
-	nonce = (nonce & PG_INT64_MAX) | 1;
-
 	fencing_become_owner(&scope);
-	set_sequence(cat->token_install_oid, nonce);
-	set_sequence(cat->token_base_oid, (int64) tli << BASE_BAND_BITS);
-	set_sequence(cat->token_origin_oid, database_origin(nonce));
+	set_sequence(cat->token_base_oid, 0);
+	set_sequence(cat->token_origin_oid, 0);
+	set_sequence(cat->token_band_oid, 0);
 	fencing_restore_user(&scope);
 	fencing_forget_token_band();
 	PG_RETURN_VOID();
 }
 
 /*
- * Statement trigger on fencing.leases: rows inserted by anything but the
- * lease functions come from a restore (pg_restore, psql of a dump).  The
- * restore also brings back older sequence values, possibly of this very
- * installation, so draw a new install number: the origin no longer
- * matches, and the next token jumps to a band above everything restored.
- */
-Datum
-fencing_leases_restored(PG_FUNCTION_ARGS)
-{
-	const FencingCatalog *cat;
-	FencingOwnerScope scope;
-	int64		nonce;
-
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("%s must be called as a trigger",
-						"fencing._leases_restored()")));
-	if (fencing_writing_leases)
-		return PointerGetDatum(NULL);
-
-	if (!pg_strong_random(&nonce, sizeof(nonce)))
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not generate a random number")));
-	cat = fencing_catalog();
-	fencing_become_owner(&scope);
-	set_sequence(cat->token_install_oid, (nonce & PG_INT64_MAX) | 1);
-	fencing_restore_user(&scope);
-	fencing_forget_token_band();
-	return PointerGetDatum(NULL);
-}
-
-/*
- * advance_tokens(floor): every token issued from now on exceeds "floor".
- * For a database whose resources carry fences from before its token
- * history was lost: DROP EXTENSION, a physical copy started without
- * recovery, a restore of an older dump.  Never moves tokens backwards.
+ * advance_tokens(floor DEFAULT 0): enter a new band now, above "floor".
+ * For histories the extension cannot see: DROP EXTENSION, a physical copy
+ * started without recovery, fences written with tokens that never reached
+ * fencing.leases (job claims) and replicated without it.  Never moves
+ * tokens backwards.
  */
 Datum
 fencing_advance_tokens(PG_FUNCTION_ARGS)
@@ -426,7 +794,7 @@ fencing_advance_tokens(PG_FUNCTION_ARGS)
 	TimeLineID	tli;
 	int64		floor;
 
-	if (!fencing_is_lease_admin(GetUserId()))
+	if (!fencing_is_admin(GetUserId()))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for fencing.advance_tokens"),
@@ -443,11 +811,12 @@ fencing_advance_tokens(PG_FUNCTION_ARGS)
 				 errmsg("token floor must be below the largest bigint"),
 				 errdetail("No token could be issued above it.")));
 
+	refuse_in_recovery();
 	tli = insertion_timeline();
 	PreventCommandIfReadOnly("fencing.advance_tokens()");
 	cat = fencing_catalog();
 	fencing_become_owner(&scope);
-	verify_token_band(cat, tli, floor);
+	verify_band(cat, tli, floor, true);
 	fencing_restore_user(&scope);
 	PG_RETURN_VOID();
 }

@@ -3,16 +3,15 @@
 # 002_promotion.pl: an asynchronous standby that missed the tail of the
 # primary's WAL is promoted; every token it issues must exceed every token
 # the old primary acknowledged, although its copy of the counter is behind.
-# The old primary, restarted alone (split brain, still on timeline 1),
-# keeps issuing tokens below all of the new primary's.
+# Its first token enters a new band at the wall clock.  The old primary,
+# restarted alone (split brain, still on timeline 1), keeps issuing tokens
+# below all of the new primary's.
 use strict;
 use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-
-my $BAND = 2**44;
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
@@ -37,6 +36,21 @@ sub acquire
 		"SELECT fencing.lease_acquire('$name', '$holder', '$ttl')");
 }
 
+sub band_start
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres',
+		'SELECT last_value FROM fencing.token_base');
+}
+
+# microseconds since the Unix epoch, by the node's clock
+sub clock_usecs
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres',
+		'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint');
+}
+
 sub max_of { my $m = shift; for (@_) { $m = $_ if $_ > $m } return $m; }
 sub min_of { my $m = shift; for (@_) { $m = $_ if $_ < $m } return $m; }
 
@@ -44,11 +58,14 @@ sub min_of { my $m = shift; for (@_) { $m = $_ if $_ < $m } return $m; }
 # tokens the standby will see
 
 my @seen = tokens($primary, 50);
-is_deeply(\@seen, [ 1 .. 50 ], 'a never-promoted primary issues 1, 2, 3, ...');
+my $t0 = $seen[0];
+is_deeply(\@seen, [ $t0 .. $t0 + 49 ],
+	"within its band a primary issues consecutive tokens ($t0, ...)");
+is(band_start($primary), $t0, 'the first token started the band');
 my $l1_seen = acquire($primary, 'L1', 'A', '1 hour');
 my $l2_seen = acquire($primary, 'L2', 'A', '2 seconds');
-is($l1_seen, 51, 'lease L1 acquired with token 51');
-is($l2_seen, 52, 'lease L2 acquired with token 52');
+is($l1_seen, $t0 + 50, 'lease L1 acquired with the next token');
+is($l2_seen, $t0 + 51, 'lease L2 acquired with the one after');
 
 $primary->backup('b1');
 my $standby = PostgreSQL::Test::Cluster->new('standby');
@@ -82,7 +99,7 @@ my $l3_tail = acquire($primary, 'L3', 'C', '1 hour');
 push @tail, tokens($primary, 100), $l1_tail, $l3_tail;
 my $old_max = max_of(@seen, @tail);
 cmp_ok($l1_tail, '>', $l1_seen, "L1 re-acquired on the old primary: token $l1_tail");
-is($old_max, 664, 'the old primary acknowledged tokens up to 664');
+is($old_max, $t0 + 663, "the old primary acknowledged tokens up to $old_max");
 $primary->stop('immediate');
 
 is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'),
@@ -118,6 +135,7 @@ my $ckpt_pid = $standby->safe_psql('postgres',
 like($ckpt_pid, qr/^\d+$/, 'found the standby\'s checkpointer');
 is(kill('STOP', $ckpt_pid), 1, 'checkpointer stopped');
 
+my $clock_before = clock_usecs($standby);
 $standby->promote;
 $standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
   or die 'promotion did not finish';
@@ -129,15 +147,17 @@ note "first token after promotion: $first (checkpoint timeline then: $ckpt_tli)"
 is(kill('CONT', $ckpt_pid), 1, 'checkpointer continued');
 is($ckpt_tli, 1,
 	'the first token was issued while the last checkpoint was still on timeline 1');
-is($first, $BAND + 1,
-	'the first token after promotion is the first of band 1 (timeline 2)');
+is($first, band_start($standby),
+	'the first token after promotion starts a new band (timeline 2)');
+cmp_ok($first, '>=', $clock_before,
+	'the band starts at the clock at band entry');
 cmp_ok($first, '>', $old_max,
 	"first token after promotion $first > old primary's max acknowledged $old_max");
 
 my $in_session = $session->query_safe('SELECT fencing.next_token()');
 chomp $in_session;    # 16's BackgroundPsql keeps the newline
-is($in_session, $BAND + 2,
-	'a session opened during recovery issues band-1 tokens after promotion');
+is($in_session, $first + 1,
+	'a session opened during recovery issues tokens of the new band after promotion');
 $session->quit;
 
 my @new = ($first, $in_session, tokens($standby, 200));
@@ -187,7 +207,7 @@ cmp_ok(min_of(@split), '>', $old_max,
 cmp_ok(max_of(@split), '<', min_of(@new),
 	'and all its tokens are below every token of the new primary ('
 	  . max_of(@split) . ' < ' . min_of(@new) . ')');
-cmp_ok(max_of(@split), '<', $BAND, 'the old primary stays in band 0');
+is(band_start($primary), $t0, 'the old primary stays in its own band');
 
 $primary->stop;
 $standby->stop;

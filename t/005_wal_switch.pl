@@ -5,7 +5,7 @@
 # does right after a WAL segment switch (pg_switch_wal(), the end of
 # pg_basebackup, archive_timeout) until some other WAL is written.
 #
-# Regression test: verify_token_band() in src/token.c used to flush to
+# Regression test: the band check in src/token.c used to flush to
 # GetXLogInsertRecPtr().  At a page boundary that function returns the
 # position just past the page header that has not been written yet
 # (segment start + 40 bytes after a switch), which is beyond the end of
@@ -23,8 +23,8 @@ my $node = PostgreSQL::Test::Cluster->new('walswitch');
 $node->init;
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION fencing');
-is($node->safe_psql('postgres', 'SELECT fencing.next_token()'),
-	'1', 'first token');
+my $first = $node->safe_psql('postgres', 'SELECT fencing.next_token()');
+like($first, qr/^\d+$/, "first token $first");
 
 my ($insert, $end) = split /\|/,
   $node->safe_psql('postgres',
@@ -34,13 +34,21 @@ like($end, qr{^0/\w+028$},
 
 my ($ret, $out, $err) =
   $node->psql('postgres', 'SELECT fencing.next_token()');
-is($out, '2', 'a new session gets token 2 right after a WAL switch');
+is($out, $first + 1, 'a new session gets the next token right after a WAL switch');
 is($err, '', 'and no error');
 
 $node->safe_psql('postgres', 'SELECT pg_switch_wal()');
 ($ret, $out, $err) = $node->psql('postgres',
 	"SELECT fencing.lease_acquire('L', 'A', '1 hour')");
-is($out, '3', 'lease_acquire in a new session right after a WAL switch works too');
+is($out, $first + 2, 'lease_acquire in a new session right after a WAL switch works too');
+is($err, '', 'and no error');
+
+# a band entry (it writes and flushes the band) right after a switch
+$node->safe_psql('postgres', 'SELECT pg_switch_wal()');
+($ret, $out, $err) = $node->psql('postgres',
+	'SELECT fencing.advance_tokens(); SELECT fencing.next_token()');
+my @lines = split /\n/, $out;
+cmp_ok($lines[-1], '>', $first + 2, 'a band entry right after a WAL switch works');
 is($err, '', 'and no error');
 
 $node->stop;

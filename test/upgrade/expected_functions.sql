@@ -5,7 +5,7 @@
 INSERT INTO pg_temp.fencing_expected_functions (signature) VALUES
 ('fencing._bind_token_origin() RETURNS void VOLATILE PARALLEL UNSAFE (no EXECUTE for PUBLIC)'),
 ('fencing._leases_restored() RETURNS trigger VOLATILE PARALLEL UNSAFE (no EXECUTE for PUBLIC)'),
-('fencing.advance_tokens(floor bigint) RETURNS void VOLATILE PARALLEL UNSAFE'),
+('fencing.advance_tokens(floor bigint DEFAULT 0) RETURNS void VOLATILE PARALLEL UNSAFE'),
 ('fencing.claim_guard() RETURNS trigger VOLATILE PARALLEL UNSAFE'),
 ('fencing.claim_stamp() RETURNS trigger VOLATILE PARALLEL UNSAFE'),
 ('fencing.expect_rows(affected bigint, expected bigint DEFAULT 1) RETURNS bigint VOLATILE PARALLEL SAFE'),

@@ -1,0 +1,62 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease_arrival.c
+ *	  Lease rows that arrive from elsewhere.
+ *
+ * Only the lease functions write fencing.leases.  A row inserted or
+ * updated any other way came from another history: pg_restore or psql of
+ * a dump, COPY, or logical replication apply (the trigger is ENABLE
+ * ALWAYS, so it fires there too).  Its token was issued by that history,
+ * so the token source must issue above it from now on, in a new band:
+ * fencing_token_history_arrived().  The lease functions' own writes return
+ * at once: lease_store.c (SPI) and lease_row.c (the executor's single-row
+ * update) set fencing_writing_leases around them.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "utils/rel.h"
+
+#include "lease.h"
+
+FENCING_FUNCTION(fencing_leases_restored);
+
+Datum
+fencing_leases_restored(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	HeapTuple	tuple;
+	int			attnum;
+	bool		isnull;
+	Datum		token;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) ||
+		!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("%s must be called as a BEFORE ROW trigger",
+						"fencing._leases_restored()")));
+	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
+		trigdata->tg_newtuple : trigdata->tg_trigtuple;
+	if (fencing_writing_leases)
+		return PointerGetDatum(tuple);
+
+#ifdef FENCING_TIMELINE_BANDS
+	/* negative control: the old statement trigger never fired in apply */
+	if (SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA)
+		return PointerGetDatum(tuple);
+#endif
+
+	attnum = SPI_fnumber(RelationGetDescr(trigdata->tg_relation), "token");
+	if (attnum <= 0)
+		elog(ERROR, "fencing.leases has no column \"token\"");
+	token = heap_getattr(tuple, attnum, RelationGetDescr(trigdata->tg_relation),
+						 &isnull);
+	fencing_token_history_arrived(isnull ? 0 : Max(DatumGetInt64(token), 0));
+	return PointerGetDatum(tuple);
+}
