@@ -62,7 +62,8 @@ sub state_of
 			|| E'\n' || (SELECT s.last_value || ' ' || s.is_called FROM fencing.token_seq AS s)
 			|| E'\n' || (SELECT s.last_value || ' ' || s.is_called FROM fencing.token_base AS s)
 			|| E'\n' || (SELECT s.last_value || ' ' || s.is_called FROM fencing.token_origin AS s)
-			|| E'\n' || (SELECT s.last_value || ' ' || s.is_called FROM fencing.token_install AS s)
+			|| E'\n' || (SELECT s.last_value || ' ' || s.is_called FROM fencing.token_band AS s)
+			|| E'\n' || (SELECT s.last_value || ' ' || s.is_called FROM fencing.token_witness AS s)
 			|| E'\n' || (SELECT s.last_value || ' ' || s.is_called FROM fencing.stale_write_count AS s)
 			|| E'\n' || (SELECT string_agg(j::text, ' ' ORDER BY j.id) FROM jobs AS j)
 	});
