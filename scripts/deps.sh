@@ -87,7 +87,8 @@ fencing_install_deps() {
 # gnuplot-nox: the plot of bench/run.sh.
 # patroni, etcd-server, etcd-client: t/070_patroni.pl, a three-member Patroni
 # cluster on etcd (the test runs its own etcd and Patroni processes; the
-# packaged services are never started).  libfaketime: its skewed-clock member.
+# packaged services are never started).  libfaketime: its skewed-clock member,
+# and the skewed clocks of t/013_clock_skew.pl and t/014_token_epoch.pl.
 # bison, flex, libssl-dev, zlib1g-dev, bzip2, xz-utils: the PostgreSQL
 # servers that scripts/pg_server.sh builds for the version matrix.
 # liblz4-dev, libzstd-dev: building Citus (scripts/citus.sh, t/071_citus.pl),
