@@ -68,6 +68,8 @@ SELECT * FROM guc_prefix_t ORDER BY id;
 -- with the token declared under its right name, the writes go through
 BEGIN;
 SET LOCAL fencing.token = '41';
+-- (a literal token, as another cluster's: docs/tokens.md)
+SET LOCAL fencing.refuse_old_band = off;
 UPDATE guc_prefix_t SET v = 'by 41' WHERE id = 1;
 INSERT INTO guc_prefix_t VALUES (2, 'two', NULL);
 COMMIT;

@@ -23,6 +23,7 @@ UPDATE guc_preload_t SET v = 'unfenced' WHERE id = 1;
 -- a declared token is used as always
 BEGIN;
 SET LOCAL fencing.token = '34';
+SET LOCAL fencing.refuse_old_band = off;
 UPDATE guc_preload_t SET v = 'by 34' WHERE id = 1 RETURNING *;
 COMMIT;
 DROP TABLE guc_preload_t;
