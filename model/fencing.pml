@@ -7,9 +7,13 @@
  * Actors
  *   clock      a global discrete clock that ticks up to TMAX; a tick can
  *              come between any two steps of any worker.
- *   server     ships WAL to a standby (a snapshot of the committed state)
- *              and at most FAILOVERS times fails over to that standby,
- *              losing the WAL tail after the snapshot.
+ *   server     ships WAL to two standbys S1 and S2 (each a snapshot of the
+ *              committed state, taken whenever the server likes, from the
+ *              primary of the moment; S2 may never take one, a node whose
+ *              state was lost) and fails over at most FAILOVERS times:
+ *              first to S1, then to S2, losing the WAL tail after each
+ *              one's snapshot.  S2 may never have seen S1's timeline (a
+ *              quick double failover with no shared archive).
  *   worker(i)  NW workers.  Each loops: acquire the lease, then any number
  *              of {renew | check the lease, then write to the resource},
  *              then release.  A worker can be descheduled for any number
@@ -42,9 +46,20 @@
  *                   checks the lease first, but may pause between check
  *                   and write.  spin finds a P1 violation.
  *   TOKEN_ROLLBACK  BROKEN: the token source is a plain sequence with no
- *                   timeline bands; a failover to a standby that missed
- *                   the WAL tail takes the counter back.  spin finds a P2
+ *                   bands; a failover to a standby that missed the WAL
+ *                   tail takes the counter back.  spin finds a P2
  *                   violation, or with SKIP_P2 a P3 violation.
+ *   CLOCK_BANDS     the band-entry rule of src/token.c with node clocks:
+ *                   the first token after a failover (and on a fresh
+ *                   install) is max(counter + 1, the node's clock).
+ *                   Without it, a failover enters band "timeline" (the
+ *                   rule before band entries): the same for one failover,
+ *                   and BROKEN with FAILOVERS=2, where S2 gets S1's
+ *                   timeline ID and spin finds a P2 violation.
+ *   SKEW=n          (CLOCK_BANDS) S2's clock runs n units behind.  Safe
+ *                   while n is less than the gap between two band entries
+ *                   (one tick, U units) minus the tokens issued in it (R);
+ *                   with SKEW >= U - R spin finds a P2 violation.
  *   CHECK_IN_TXN    with NO_FENCE: lease_check and the write run in one
  *                   transaction (the lease row stays share-locked), so no
  *                   takeover can come between them.  Passes.
@@ -57,7 +72,7 @@
  *   NO_GAPS         an acquire that got a token always commits (no burned
  *                   tokens)
  * and the bounds below (NW, TTL, TMAX, BANDSZ, MAXGRANTS, NWRITES,
- * FAILOVERS, LOCK_DELAY).
+ * FAILOVERS, LOCK_DELAY, U, R, SKEW).
  */
 
 /* ---- bounds ---- */
@@ -71,7 +86,17 @@
 #define TMAX	4	/* the clock stops here */
 #endif
 #ifndef BANDSZ
-#define BANDSZ	3	/* tokens per timeline band (2^44 in the C code) */
+#define BANDSZ	3	/* without CLOCK_BANDS: tokens per timeline band */
+#endif
+#ifndef U
+#define U		4	/* clock units (microseconds) per tick */
+#endif
+#ifndef R
+#define R		1	/* the rate assumption: a node issues at most R tokens per
+					 * tick since its band entry; R < U */
+#endif
+#ifndef SKEW
+#define SKEW	0	/* S2's clock runs this many units behind */
 #endif
 #ifndef MAXGRANTS
 #define MAXGRANTS 3	/* successful acquires in one run, at most 6 */
@@ -80,7 +105,7 @@
 #define NWRITES	2	/* writes per grant */
 #endif
 #ifndef FAILOVERS
-#define FAILOVERS 1	/* failovers (promotions, PITR) in one run */
+#define FAILOVERS 1	/* failovers (promotions, PITR) in one run, 1..2 */
 #endif
 #ifndef LOCK_DELAY
 #define LOCK_DELAY 0	/* fencing.lock_delay, in ticks */
@@ -89,10 +114,29 @@
 /* ---- the global state ---- */
 byte clock;			/* clock_timestamp(), in ticks */
 
-/* token source: fencing.token_seq and the timeline band */
-byte tl;			/* timeline (= band here; K = 0) */
+/* token source: fencing.token_seq and the band */
+byte node;			/* the primary: 0 P, 1 S1, 2 S2 */
 byte counter;		/* token_seq.last_value; 0 = never called */
-#define BAND_END	((tl + 1) * BANDSZ)	/* last token of band tl */
+#ifdef CLOCK_BANDS
+byte bstart;		/* token_base: first token of the band; 0 = entry pending */
+#else
+byte bstart = 1;	/* the band is entered at each failover */
+#endif
+byte entry;			/* tick of the band entry */
+byte tl;			/* timeline; only TIMELINE_BANDS uses it */
+
+/* wall clock of a node, in units, at band entry */
+#define CLK(n)		(U * (clock + 1) - ((n) == 2 -> SKEW : 0))
+#ifdef CLOCK_BANDS
+/* the rate assumption: at most R tokens per tick since the band entry */
+#define CAN_ISSUE	(bstart == 0 || counter + 1 <= bstart + R * (clock - entry))
+/* promotions are at least a tick after the dead primary's band entry */
+#define MAY_FAIL_OVER	(bstart == 0 || clock > entry)
+#else
+/* LF002 at the end of the timeline's band */
+#define CAN_ISSUE	(counter < (tl + 1) * BANDSZ)
+#define MAY_FAIL_OVER	true
+#endif
 
 /*
  * The lease row of fencing.leases (one lease name).  holder 0: no row, or
@@ -103,11 +147,21 @@ byte l_holder;
 byte l_token;
 byte l_expires;
 
-/* the standby's copy: the committed state up to the WAL it received */
-byte r_holder;
-byte r_token;
-byte r_expires;
-byte r_counter;
+/* the standbys' copies: the committed state up to the WAL each received */
+typedef Copy {
+	byte holder;
+	byte token;
+	byte expires;
+	byte counter;
+	byte tl
+};
+Copy r[2];			/* r[0]: S1, r[1]: S2 */
+/* the copy's counter matters to a rule that can fall back on it */
+#if FAILOVERS > 1 || defined(CLOCK_BANDS) || defined(TOKEN_ROLLBACK)
+#define COPY_COUNTER(i)	r[i].counter = counter
+#else
+#define COPY_COUNTER(i)	skip
+#endif
 byte failovers;
 
 /* the resource: one item with its fence column; 0 = NULL */
@@ -200,35 +254,79 @@ active proctype clock_ticks()
 active proctype server()
 {
 	do
-	:: failovers < FAILOVERS ->
-		/* the standby replays WAL up to now */
+	:: failovers < FAILOVERS && node == 0 ->
+		/* S1 replays P's WAL up to now */
 		d_step {
-			r_holder = l_holder; r_token = l_token;
-			r_expires = l_expires;
-#ifdef TOKEN_ROLLBACK
-			r_counter = counter
-#endif
+			r[0].holder = l_holder; r[0].token = l_token;
+			r[0].expires = l_expires; COPY_COUNTER(0); r[0].tl = tl
 		}
-	:: failovers < FAILOVERS ->
+	:: failovers < FAILOVERS && node <= 1 && FAILOVERS > 1 ->
+		/* S2 replays the primary's WAL up to now (or never: state lost) */
+		d_step {
+			r[1].holder = l_holder; r[1].token = l_token;
+			r[1].expires = l_expires; COPY_COUNTER(1); r[1].tl = tl
+		}
+	::
+		/*
+		 * The primary dies and the next standby is promoted, at least a
+		 * tick after the dead one's band entry (promotions are that far
+		 * apart).  TOKEN_ROLLBACK: a plain sequence, back to the copy's
+		 * value.  Otherwise the band entry is pending: the next token enters
+		 * one (see the worker).
+		 */
 		atomic {
-			failovers++;
-			l_holder = r_holder; l_token = r_token;
-			l_expires = r_expires;
-#ifdef TOKEN_ROLLBACK
-			/* a plain sequence: back to the standby's value */
-			counter = r_counter;
-#else
-			/* new timeline, new band, above anything the old one issued */
-			tl++;
-			counter = tl * BANDSZ;
+			failovers < FAILOVERS && MAY_FAIL_OVER ->
+			l_holder = r[failovers].holder; l_token = r[failovers].token;
+			l_expires = r[failovers].expires;
+#if FAILOVERS > 1 || defined(CLOCK_BANDS) || defined(TOKEN_ROLLBACK)
+			counter = r[failovers].counter;
 #endif
-			printf("MSC: t=%d failover: the lease row is back to token %d (0: free), next token %d\n",
-				   clock, l_token, counter + 1);
-			r_holder = 0; r_token = 0; r_expires = 0;
-			r_counter = 0
+			tl = r[failovers].tl + 1;
+			failovers++;
+			node = failovers;
+#if defined(TOKEN_ROLLBACK)
+			entry = clock;
+#elif defined(CLOCK_BANDS)
+			bstart = 0;
+#else
+			/* band "timeline": above what the copy's timeline could hold */
+			if
+			:: counter < tl * BANDSZ -> counter = tl * BANDSZ
+			:: else
+			fi;
+#endif
+			printf("MSC: t=%d failover to S%d: the lease row is back to token %d (0: free), counter %d, timeline %d\n",
+				   clock, node, l_token, counter, tl);
+			/* the promoted standby's copy is spent */
+			r[node - 1].holder = 0; r[node - 1].token = 0;
+			r[node - 1].expires = 0; r[node - 1].counter = 0;
+			r[node - 1].tl = 0
 		}
 	:: failovers >= FAILOVERS -> break
 	od
+}
+
+/*
+ * The band entry of fencing_issue_token(): pending after a failover and on
+ * a fresh install; the next token is max(counter + 1, the node's clock).
+ */
+inline enter_band()
+{
+	if
+	:: bstart == 0 ->
+#ifdef CLOCK_BANDS
+		bstart = (counter + 1 > CLK(node) -> counter + 1 : CLK(node));
+#else
+		bstart = (counter + 1 > tl * BANDSZ + 1 -> counter + 1 : tl * BANDSZ + 1);
+#endif
+		if
+		:: counter < bstart - 1 -> counter = bstart - 1
+		:: else
+		fi;
+		entry = clock;
+		printf("MSC: t=%d node %d enters a band at %d\n", clock, node, bstart)
+	:: else
+	fi
 }
 
 /* worker names: A is the one that spin's breadth-first search runs first */
@@ -283,7 +381,8 @@ proctype worker(byte me)
 end_idle:
 	do
 	:: atomic {
-		ngrants < MAXGRANTS && TAKEABLE(me) && counter < BAND_END ->
+		ngrants < MAXGRANTS && TAKEABLE(me) && CAN_ISSUE ->
+		enter_band();
 		counter++;				/* fencing_issue_token(), flushed */
 		if
 		:: true ->
