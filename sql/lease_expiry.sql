@@ -60,12 +60,14 @@ SELECT fencing.lease_acquire('exp_live', 'bob', '1 min') IS NULL AS bob_refused;
 
 -- A TTL is a plain duration: '1 day' is 86400 s even across a DST change.
 -- Put a daylight-saving start between now and now + 1 day (a POSIX zone,
--- UTC in winter, whose summer starts at midnight tomorrow), so that
--- timestamptz + '1 day' would be only 23 hours.
+-- UTC in winter, whose summer starts on the hour 11-12 hours from now), so
+-- that timestamptz + '1 day' would be only 23 hours.  (Not at midnight:
+-- run in the hour after midnight, now + 1 day would land in the skipped
+-- hour and be 24 hours after all.)
 SELECT set_config('timezone',
-				  format('XST0XDT,%s/0,%s/0', n, (n + 180) % 365), false) IS NOT NULL AS tz_set
-  FROM (SELECT extract(doy FROM (clock_timestamp() AT TIME ZONE 'UTC')
-							   + interval '1 day')::int - 1 AS n) AS d;
+				  format('XST0XDT,%s/%s,%s/0', n, h, (n + 180) % 365), false) IS NOT NULL AS tz_set
+  FROM (SELECT extract(doy FROM s)::int - 1 AS n, extract(hour FROM s)::int AS h
+		  FROM (SELECT (clock_timestamp() AT TIME ZONE 'UTC') + interval '12 hours' AS s) AS t) AS d;
 SELECT now() + interval '1 day' - now() = interval '23 hours' AS calendar_day_is_23_hours;
 SELECT fencing.lease_acquire('exp_dst', 'alice', '1 day') AS t_dst \gset
 SELECT expires_at - acquired_at BETWEEN '23:59:59.99' AND '24:00:00.01' AS acquire_ttl_86400_s
