@@ -34,7 +34,8 @@
 # the audit agrees with the answers.  Acknowledged writes lost with an
 # asynchronous tail are allowed and reported.
 #
-# FENCING_PATRONI_SCENARIOS="clock epoch" (the default) picks scenarios.
+# FENCING_PATRONI_SCENARIOS="clock epoch" (the default) picks scenarios;
+# FENCING_PATRONI_STOP_ON_FAIL=0 runs on after a broken token check.
 # Outside scripts/test.sh, the test is skipped when patroni, etcd or
 # etcdctl are missing; under scripts/test.sh (FENCING_REQUIRE_HA_TOOLS=1),
 # that is a failure.
@@ -80,20 +81,8 @@ my $faketime = (grep { -e $_ } glob('/usr/lib/*/faketime/libfaketime.so.1'))[0];
 my $bindir = `pg_config --bindir`;
 chomp $bindir;
 die "pg_config --bindir gave nothing" unless -x "$bindir/postgres";
-my $pkglibdir = `pg_config --pkglibdir`;
-chomp $pkglibdir;
 
-# The token guarantee under failover comes with issue 11's token source,
-# of which fencing.epoch_file is part.  Until it is built, the token checks
-# are TODO and only the clock scenario runs; FENCING_PATRONI_STRICT=1 or 0
-# forces either.
-our $TODO;
-my $strict = $ENV{FENCING_PATRONI_STRICT}
-  // (system("grep -q fencing.epoch_file '$pkglibdir/fencing.so'") == 0 ? 1 : 0);
-my @scenarios = split ' ',
-  ($ENV{FENCING_PATRONI_SCENARIOS} // ($strict ? 'clock epoch' : 'clock'));
-note $strict ? 'token checks are strict'
-  : 'token checks are TODO: this build has no fencing.epoch_file (issue 11)';
+my @scenarios = split ' ', ($ENV{FENCING_PATRONI_SCENARIOS} // 'clock epoch');
 my $srcdir   = abs_path($ENV{TESTDIR} // '.');
 my $workload = "$srcdir/t/patroni/workload.py";
 my $epochcmd = "$srcdir/contrib/patroni/fencing-epoch";
@@ -447,8 +436,6 @@ sub check_history
 	my $ex = $r->{examples};
 	my $bad = 0;
 	{
-		local $TODO = $strict ? undef
-		  : 'issue 11: timeline bands reissue tokens after a double failover';
 		is($r->{duplicates}, 0, "$label: no token acknowledged twice ($r->{tokens} tokens)")
 		  or $bad++, diag "duplicates:\n  " . join("\n  ", @{ $ex->{duplicates} });
 		is($r->{below_acknowledged}, 0,
@@ -473,7 +460,7 @@ sub check_history
 	# a broken guarantee is diagnosed above: stop there rather than run the
 	# remaining failovers (FENCING_PATRONI_STOP_ON_FAIL=0 runs them all)
 	give_up("$label: the token guarantee failed")
-	  if $bad && $strict && ($ENV{FENCING_PATRONI_STOP_ON_FAIL} // 1);
+	  if $bad && ($ENV{FENCING_PATRONI_STOP_ON_FAIL} // 1);
 	return $r;
 }
 
