@@ -48,7 +48,7 @@ Links and coverage.  Every relative link of these pages must name a file
 that exists and, with an anchor, a heading of it (GitHub's anchors), and
 README.md must name every function of the install script (but the internal
 _ ones) as `name(` and have a row `| \`LFnnn\`` for every LF SQLSTATE of
-src/.  A miss is printed as WARN, or as FAIL with DOC_TEST_STRICT=1.
+src/.  A miss is a failure (printed as WARN only with DOC_TEST_STRICT=0).
 
 Prints one line per block (ok / FAIL / SKIP with file:line), a diff for each
 failure, and at the end "doc test: N passed, N failed, N skipped".  Exits
@@ -87,8 +87,8 @@ PROBLEM = re.compile(
     r"|^(psql:\S*: )?\\\w+: "
 )
 MARK = "@@doc-test@@"
-# broken links and undocumented functions or SQLSTATEs: WARN, or FAIL
-STRICT = os.environ.get("DOC_TEST_STRICT", "0") == "1"
+# broken links and undocumented functions or SQLSTATEs: FAIL, or WARN
+STRICT = os.environ.get("DOC_TEST_STRICT", "1") != "0"
 
 
 class Block:
@@ -484,7 +484,7 @@ def anchors(path, cache={}):
 
 def check_links(path, res):
     """Relative links of a page: the file exists, and so does the heading an
-    anchor names.  Broken links are printed as WARN (DOC_TEST_STRICT=1: FAIL)."""
+    anchor names.  Broken links fail (DOC_TEST_STRICT=0: WARN)."""
     strict = STRICT
     base = os.path.dirname(path)
     in_code = False
