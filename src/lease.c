@@ -10,6 +10,7 @@
 #include "access/xact.h"
 #include "datatype/timestamp.h"
 #include "miscadmin.h"
+#include "portability/instr_time.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -101,25 +102,43 @@ try_acquire(const LeaseRequest *req, LeaseResult *res)
 }
 
 /*
+ * Microseconds on the monotonic clock (CLOCK_MONOTONIC on Linux), for
+ * deadlines: a step of the wall clock (NTP, an operator) neither stretches
+ * nor cuts a wait.  Expiry is judged by the wall clock, as stored in the
+ * lease row.
+ */
+static int64
+monotonic_usecs(void)
+{
+	instr_time	t;
+
+	INSTR_TIME_SET_CURRENT(t);
+	return (int64) INSTR_TIME_GET_MICROSEC(t);
+}
+
+/*
  * Wait until the lease can be taken or the deadline passes.  The waiter
  * registers in the lock manager (events.c) so a committed release wakes
  * it; otherwise it sleeps until the lease's expiry plus lock delay.  Each
  * attempt is a statement of its own and locks nothing it does not take,
  * so waiters never block the holder.
+ *
+ * The deadline is on the monotonic clock; the time until the lease comes
+ * free is a wall-clock difference, and only ever shortens a sleep.
  */
 static bool
 wait_and_acquire(const LeaseRequest *req, int64 wait_usecs, LeaseResult *res)
 {
 	const char *nm = VARDATA_ANY(req->name);
 	int			len = VARSIZE_ANY_EXHDR(req->name);
-	TimestampTz deadline = GetCurrentTimestamp() + wait_usecs;
+	int64		start = monotonic_usecs();
 	bool		acquired = false;
 
 	fencing_waiter_register(nm, len);
 	for (;;)
 	{
-		TimestampTz now;
-		TimestampTz wake;
+		int64		left;
+		int64		sleep_usecs;
 		LeaseResult avail;
 
 		/* registered first, so a release committed from now on wakes us */
@@ -128,16 +147,23 @@ wait_and_acquire(const LeaseRequest *req, int64 wait_usecs, LeaseResult *res)
 			acquired = true;
 			break;
 		}
-		now = GetCurrentTimestamp();
-		if (now >= deadline)
+		left = wait_usecs - (monotonic_usecs() - start);
+		if (left <= 0)
 			break;
 
-		wake = deadline;
+		sleep_usecs = left;
 		if (fencing_run_lease_statement(LEASE_AVAILABLE_AT, req, &avail) == 1 &&
-			!avail.available_now && avail.available_at < wake)
-			wake = avail.available_at;
-		if (wake > now)
-			fencing_waiter_sleep((long) ((wake - now + 999) / 1000));
+			!avail.available_now)
+		{
+			TimestampTz now = GetCurrentTimestamp();
+
+			if (avail.available_at <= now)
+				sleep_usecs = 0;
+			else if (avail.available_at - now < sleep_usecs)
+				sleep_usecs = avail.available_at - now;
+		}
+		if (sleep_usecs > 0)
+			fencing_waiter_sleep((long) ((sleep_usecs + 999) / 1000));
 		else
 			CHECK_FOR_INTERRUPTS();
 	}
