@@ -116,12 +116,8 @@ SELECT fencing.lease_check('bi_a', pg_temp.tok()) AS still_live;
 SELECT * FROM bi_a_rows ORDER BY id;
 
 -- every case, and any that changed something it should not have
-SELECT (SELECT last_value FROM pg_temp.case_seq) AS cases,
-	   count(*) FILTER (WHERE result LIKE 'ok%') AS accepted,
-	   count(*) FILTER (WHERE result NOT LIKE 'ok%') AS refused
-  FROM pg_temp.cases;
-SELECT n, label, result, changes FROM pg_temp.cases
- WHERE result NOT LIKE 'ok%'
-   AND changes NOT IN ('unchanged', 'stale write counted');
+\i sql/include/case_summary.sql
+SELECT * FROM pg_temp.case_counts();
+SELECT * FROM pg_temp.refused_with_changes();
 
 DROP TABLE bi_a_rows;

@@ -143,10 +143,6 @@ SELECT fencing.lease_check('bi_b', pg_temp.tok('bi_b')) AS bi_b_live;
 
 -- every case, and any refused case that changed something (a refused
 -- stale write moves the stale-write counter: that is what it counts)
-SELECT (SELECT last_value FROM pg_temp.case_seq) AS cases,
-	   count(*) FILTER (WHERE result LIKE 'ok%') AS accepted,
-	   count(*) FILTER (WHERE result NOT LIKE 'ok%') AS refused
-  FROM pg_temp.cases;
-SELECT n, label, result, changes FROM pg_temp.cases
- WHERE result NOT LIKE 'ok%'
-   AND changes NOT IN ('unchanged', 'stale write counted');
+\i sql/include/case_summary.sql
+SELECT * FROM pg_temp.case_counts();
+SELECT * FROM pg_temp.refused_with_changes();

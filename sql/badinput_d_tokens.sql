@@ -136,9 +136,8 @@ SELECT name, holder, state, acquires, renewals, releases
 SELECT fencing.lease_check('bi_d', :t_new) AS bi_d_live;
 
 SELECT last_value AS regress_cases FROM pg_temp.case_seq \gset
-SELECT n, label, result, changes FROM pg_temp.cases
- WHERE result NOT LIKE 'ok%'
-   AND changes NOT IN ('unchanged', 'stale write counted');
+\i sql/include/case_summary.sql
+SELECT * FROM pg_temp.refused_with_changes();
 
 -- ---- the top of the token space, in a scratch database ----
 SELECT current_database() AS regress_db \gset

@@ -115,10 +115,6 @@ SELECT * FROM bi_e_rows ORDER BY id;
 
 -- every case, and any refused case that changed something (a refused
 -- stale write moves the stale-write counter: that is what it counts)
-SELECT (SELECT last_value FROM pg_temp.case_seq) AS cases,
-	   count(*) FILTER (WHERE result LIKE 'ok%') AS accepted,
-	   count(*) FILTER (WHERE result NOT LIKE 'ok%') AS refused
-  FROM pg_temp.cases;
-SELECT n, label, result, changes FROM pg_temp.cases
- WHERE result NOT LIKE 'ok%'
-   AND changes NOT IN ('unchanged', 'stale write counted');
+\i sql/include/case_summary.sql
+SELECT * FROM pg_temp.case_counts();
+SELECT * FROM pg_temp.refused_with_changes();

@@ -154,12 +154,9 @@ SELECT count(*) AS objects_in_schema_fencing_not_from_the_extension
    AND c.relkind IN ('r', 'S', 'v');
 
 -- every case, and any refused case that changed something
-SELECT (SELECT last_value FROM pg_temp.case_seq) AS cases,
-	   count(*) FILTER (WHERE result LIKE 'ok%') AS accepted,
-	   count(*) FILTER (WHERE result NOT LIKE 'ok%') AS refused
-  FROM pg_temp.cases;
-SELECT n, label, result, changes FROM pg_temp.cases
- WHERE result NOT LIKE 'ok%' AND changes <> 'unchanged';
+\i sql/include/case_summary.sql
+SELECT * FROM pg_temp.case_counts();
+SELECT * FROM pg_temp.refused_with_changes(ARRAY['unchanged']);
 
 SELECT fencing.lease_release('sec_f_su', :t_su) AS released_su,
 	   fencing.lease_release('sec_f_app', :t_app) AS released_app;

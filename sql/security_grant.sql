@@ -142,9 +142,8 @@ SELECT q, r.* FROM (VALUES
   ) AS v(q), LATERAL pg_temp.run(q) AS r;
 RESET ROLE;
 SELECT last_value AS first_cases FROM pg_temp.case_seq \gset
-SELECT n, label, result, changes FROM pg_temp.cases
- WHERE result NOT LIKE 'ok%'
-   AND changes NOT IN ('unchanged', 'stale write counted');
+\i sql/include/case_summary.sql
+SELECT * FROM pg_temp.refused_with_changes();
 
 -- a new session: the first statement of a transaction declares the token,
 -- before the library is even loaded in that backend

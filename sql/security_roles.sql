@@ -254,13 +254,9 @@ RESET ROLE;
 SELECT * FROM regress_sec_r_s.jobs ORDER BY id;
 
 -- every case, and any refused case that changed something
-SELECT (SELECT last_value FROM pg_temp.case_seq) AS cases,
-	   count(*) FILTER (WHERE result LIKE 'ok%') AS accepted,
-	   count(*) FILTER (WHERE result NOT LIKE 'ok%') AS refused
-  FROM pg_temp.cases;
-SELECT n, label, result, changes FROM pg_temp.cases
- WHERE result NOT LIKE 'ok%'
-   AND changes NOT IN ('unchanged', 'stale write counted');
+\i sql/include/case_summary.sql
+SELECT * FROM pg_temp.case_counts();
+SELECT * FROM pg_temp.refused_with_changes();
 
 -- clean up
 SELECT fencing.lease_release(name, token) AS released

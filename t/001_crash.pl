@@ -35,21 +35,7 @@ use FencingTest;
 
 my $tmp = PostgreSQL::Test::Utils::tempdir;
 
-my $node = PostgreSQL::Test::Cluster->new('crash');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-synchronous_commit = off
-wal_writer_delay = 10s
-bgwriter_lru_maxpages = 0
-checkpoint_timeout = 1h
-max_wal_size = 1GB
-restart_after_crash = on
-log_statement = none
-max_connections = 30
-});
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION fencing');
+my $node = crash_node('crash');
 $node->safe_psql('postgres', 'CREATE SEQUENCE ctl_seq');
 # Make the setup durable: from 17 on, the WAL writer leaves asynchronously
 # committed WAL unwritten until wal_writer_flush_after (1MB) of it piles up

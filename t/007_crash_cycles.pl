@@ -75,23 +75,9 @@ my $nleases  = 3;     # shared leases r0..r2
 my $per_lease = 4;    # lease rK guards rows 4K+1 .. 4K+4
 my $nrows    = $nleases * $per_lease;
 
-my $node = PostgreSQL::Test::Cluster->new('crash_cycles');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-synchronous_commit = off
-wal_writer_delay = 10s
-bgwriter_lru_maxpages = 0
-checkpoint_timeout = 1h
-max_wal_size = 4GB
-restart_after_crash = on
-log_statement = none
-max_connections = 30
-});
-$node->start;
+my $node = crash_node('crash_cycles', max_wal_size => '4GB');
 $node->safe_psql(
 	'postgres', qq{
-CREATE EXTENSION fencing;
 CREATE TABLE res (id int PRIMARY KEY, fence bigint, val text);
 INSERT INTO res SELECT g, NULL, 'init' FROM generate_series(1, $nrows) g;
 CREATE TABLE audit (seq bigserial PRIMARY KEY, id int NOT NULL,

@@ -17,11 +17,41 @@ use warnings;
 
 use Exporter 'import';
 use IPC::Run;
+use PostgreSQL::Test::Cluster;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-our @EXPORT = qw(start_client finish_client wait_until wait_for_clients
-  check_distinct check_leases_survived check_tokens_after_restart);
+our @EXPORT = qw(crash_node start_client finish_client wait_until
+  wait_for_clients check_distinct check_leases_survived
+  check_tokens_after_restart);
+
+# crash_node($name, %conf): a started node with the extension, set up so
+# that WAL no commit flushed is really lost at a crash:
+# synchronous_commit = off, a 10 s wal_writer_delay (the WAL writer then
+# writes only completed WAL pages between its rounds), no background
+# writer, no checkpoint during the test; restart_after_crash on.  %conf
+# adds or overrides settings (max_wal_size => '4GB').
+sub crash_node
+{
+	my ($name, %conf) = @_;
+	my %c = (
+		synchronous_commit => 'off',
+		wal_writer_delay => '10s',
+		bgwriter_lru_maxpages => '0',
+		checkpoint_timeout => '1h',
+		max_wal_size => '1GB',
+		restart_after_crash => 'on',
+		log_statement => 'none',
+		max_connections => '30',
+		%conf);
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	$node->append_conf('postgresql.conf',
+		join('', map { "$_ = $c{$_}\n" } sort keys %c));
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION fencing');
+	return $node;
+}
 
 # start_client($node, $dir, $name, \@lines, %opt): a psql client named
 # fencing_$name (its application_name) running @lines; its stdout and
