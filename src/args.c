@@ -127,3 +127,23 @@ fencing_token_arg(FunctionCallInfo fcinfo, int argno)
 						   (long long) token)));
 	return token;
 }
+
+/*
+ * A token written as text (a setting, a JSON string): a positive decimal
+ * bigint, nothing else: no sign, no spaces, no leading "+".
+ */
+bool
+fencing_parse_token(const char *s, int64 *value)
+{
+	char	   *end;
+	long long	v;
+
+	if (s[0] < '0' || s[0] > '9')
+		return false;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v <= 0)
+		return false;
+	*value = (int64) v;
+	return true;
+}

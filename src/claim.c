@@ -123,23 +123,6 @@ parse_place(Relation rel, const char *fname, const char *spec,
 				 errdetail("It is of type %s.", format_type_be(atttype))));
 }
 
-/* a positive decimal bigint, nothing else */
-static bool
-parse_token_text(const char *s, int64 *value)
-{
-	char	   *end;
-	long long	v;
-
-	if (s[0] < '0' || s[0] > '9')
-		return false;
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno != 0 || *end != '\0' || v <= 0)
-		return false;
-	*value = (int64) v;
-	return true;
-}
-
 static void
 report_bad_token(Relation rel, const ClaimPlace *place, const char *shown)
 {
@@ -189,7 +172,7 @@ read_place(Relation rel, HeapTuple tuple, const ClaimPlace *place,
 												NumericGetDatum(v.val.numeric)));
 	else
 		report_bad_token(rel, place, "a JSON value that is neither a number nor a string");
-	if (!parse_token_text(s, token))
+	if (!fencing_parse_token(s, token))
 	{
 		StringInfoData shown;
 
@@ -251,7 +234,7 @@ declared_token(int64 *token)
 {
 	const char *s = GetConfigOption("fencing.token", true, false);
 
-	return s != NULL && s[0] != '\0' && parse_token_text(s, token);
+	return s != NULL && s[0] != '\0' && fencing_parse_token(s, token);
 }
 
 /* Count a refused delivery, as fence_guard counts its refusals. */

@@ -102,5 +102,6 @@ extern int64 fencing_duration_arg(FunctionCallInfo fcinfo, int argno,
 								  const char *max_text, bool allow_zero);
 extern Datum fencing_usecs_interval(int64 usecs);
 extern int64 fencing_token_arg(FunctionCallInfo fcinfo, int argno);
+extern bool fencing_parse_token(const char *s, int64 *value);
 
 #endif							/* FENCING_H */

@@ -40,23 +40,6 @@ FENCING_FUNCTION(fencing_fence_guard);
 
 static char *declared_token_string = NULL;
 
-/* a positive decimal bigint, nothing else */
-static bool
-parse_token(const char *s, int64 *value)
-{
-	char	   *end;
-	long long	v;
-
-	if (s[0] < '0' || s[0] > '9')
-		return false;
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno != 0 || *end != '\0' || v <= 0)
-		return false;
-	*value = (int64) v;
-	return true;
-}
-
 static bool
 check_declared_token(char **newval, void **extra, GucSource source)
 {
@@ -64,7 +47,7 @@ check_declared_token(char **newval, void **extra, GucSource source)
 
 	if (*newval == NULL || (*newval)[0] == '\0')
 		return true;
-	if (!parse_token(*newval, &value))
+	if (!fencing_parse_token(*newval, &value))
 	{
 		GUC_check_errdetail("fencing.token must be a positive bigint, or empty.");
 		return false;
@@ -93,7 +76,7 @@ declared_token(int64 *token)
 {
 	if (declared_token_string == NULL || declared_token_string[0] == '\0')
 		return false;
-	return parse_token(declared_token_string, token);
+	return fencing_parse_token(declared_token_string, token);
 }
 
 static int
