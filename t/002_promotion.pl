@@ -11,7 +11,11 @@ use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use List::Util qw(max min);
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+use FencingTest;
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
@@ -21,28 +25,6 @@ $primary->append_conf('postgresql.conf', 'checkpoint_timeout = 1h');
 $primary->start;
 $primary->safe_psql('postgres', 'CREATE EXTENSION fencing');
 
-sub tokens
-{
-	my ($node, $n) = @_;
-	return split /\n/,
-	  $node->safe_psql('postgres',
-		"SELECT fencing.next_token() FROM generate_series(1, $n)");
-}
-
-sub acquire
-{
-	my ($node, $name, $holder, $ttl) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT fencing.lease_acquire('$name', '$holder', '$ttl')");
-}
-
-sub band_start
-{
-	my ($node) = @_;
-	return $node->safe_psql('postgres',
-		'SELECT last_value FROM fencing.token_base');
-}
-
 # microseconds since the Unix epoch, by the node's clock
 sub clock_usecs
 {
@@ -50,9 +32,6 @@ sub clock_usecs
 	return $node->safe_psql('postgres',
 		'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint');
 }
-
-sub max_of { my $m = shift; for (@_) { $m = $_ if $_ > $m } return $m; }
-sub min_of { my $m = shift; for (@_) { $m = $_ if $_ < $m } return $m; }
 
 # ---------------------------------------------------------------------------
 # tokens the standby will see
@@ -79,7 +58,7 @@ is( $standby->safe_psql('postgres',
 	'the standby replayed lease L1');
 my $standby_seq_caught_up =
   $standby->safe_psql('postgres', 'SELECT last_value FROM fencing.token_seq');
-cmp_ok($standby_seq_caught_up, '>=', max_of(@seen),
+cmp_ok($standby_seq_caught_up, '>=', max(@seen),
 	"caught-up standby's counter ($standby_seq_caught_up) covers every token so far");
 
 # ---------------------------------------------------------------------------
@@ -97,7 +76,7 @@ my @tail = tokens($primary, 500);
 my $l1_tail = acquire($primary, 'L1', 'A', '1 hour');
 my $l3_tail = acquire($primary, 'L3', 'C', '1 hour');
 push @tail, tokens($primary, 100), $l1_tail, $l3_tail;
-my $old_max = max_of(@seen, @tail);
+my $old_max = max(@seen, @tail);
 cmp_ok($l1_tail, '>', $l1_seen, "L1 re-acquired on the old primary: token $l1_tail");
 is($old_max, $t0 + 663, "the old primary acknowledged tokens up to $old_max");
 $primary->stop('immediate');
@@ -202,11 +181,11 @@ push @new, $l1_new, $l3_new, $l2_new;
 
 $primary->start;
 my @split = (tokens($primary, 100), acquire($primary, 'L1', 'A', '1 hour'));
-cmp_ok(min_of(@split), '>', $old_max,
+cmp_ok(min(@split), '>', $old_max,
 	'the restarted old primary continues above its own acknowledged tokens');
-cmp_ok(max_of(@split), '<', min_of(@new),
+cmp_ok(max(@split), '<', min(@new),
 	'and all its tokens are below every token of the new primary ('
-	  . max_of(@split) . ' < ' . min_of(@new) . ')');
+	  . max(@split) . ' < ' . min(@new) . ')');
 is(band_start($primary), $t0, 'the old primary stays in its own band');
 
 $primary->stop;

@@ -13,24 +13,12 @@ use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use List::Util qw(max min);
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+use FencingTest;
 use Time::HiRes qw(usleep);
-
-
-sub tokens
-{
-	my ($node, $n) = @_;
-	return split /\n/,
-	  $node->safe_psql('postgres',
-		"SELECT fencing.next_token() FROM generate_series(1, $n)");
-}
-
-sub acquire
-{
-	my ($node, $name, $holder) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT fencing.lease_acquire('$name', '$holder', '1 hour')");
-}
 
 sub leases
 {
@@ -39,16 +27,6 @@ sub leases
 		"SELECT string_agg(name || ':' || holder || ':' || token, ',' ORDER BY name) FROM fencing.leases"
 	);
 }
-
-sub band_start
-{
-	my ($node) = @_;
-	return $node->safe_psql('postgres',
-		'SELECT last_value FROM fencing.token_base');
-}
-
-sub max_of { my $m = shift; for (@_) { $m = $_ if $_ > $m } return $m; }
-sub min_of { my $m = shift; for (@_) { $m = $_ if $_ < $m } return $m; }
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(has_archiving => 1, allows_streaming => 1);
@@ -63,7 +41,7 @@ $primary->backup('b1');
 push @before, tokens($primary, 50);
 my $p2 = acquire($primary, 'P2', 'A');
 push @before, $p1, $p2;
-is(max_of(@before) - $before[0], 71,
+is(max(@before) - $before[0], 71,
 	'72 consecutive tokens issued before the restore point');
 $primary->safe_psql('postgres', "SELECT pg_create_restore_point('before')");
 
@@ -72,7 +50,7 @@ my @after = tokens($primary, 300);
 my $p2_after = acquire($primary, 'P2', 'A');
 my $p3_after = acquire($primary, 'P3', 'C');
 push @after, tokens($primary, 20), $p2_after, $p3_after;
-my $max_ack = max_of(@after);
+my $max_ack = max(@after);
 is($max_ack - $before[0], 393,
 	"the original primary acknowledged tokens up to $max_ack");
 is(leases($primary), "P1:A:$p1,P2:A:$p2_after,P3:C:$p3_after",
@@ -164,7 +142,7 @@ ok(-f "$archive/00000002.history",
 
 my $pitr2 = pitr('pitr2');
 my @t2 = tokens($pitr2, 100);
-cmp_ok($t2[0], '>', max_of(@t1), "pitr2: first token $t2[0] > pitr1's");
+cmp_ok($t2[0], '>', max(@t1), "pitr2: first token $t2[0] > pitr1's");
 is(band_start($pitr2), $t2[0], 'pitr2: its first token starts its band');
 push @t2, acquire($pitr2, 'P2', 'A'), acquire($pitr2, 'P3', 'E');
 $pitr2->safe_psql('postgres', 'CHECKPOINT');
@@ -174,14 +152,14 @@ is($pitr2->safe_psql('postgres',
 @bad = grep { $_ <= $max_ack } @t2;
 is_deeply(\@bad, [],
 	"pitr2: all tokens > the original's max acknowledged $max_ack");
-cmp_ok(min_of(@t2), '>', max_of(@t1),
-	'pitr2: all tokens > every token pitr1 issued (' . min_of(@t2) . ' > '
-	  . max_of(@t1) . ')');
+cmp_ok(min(@t2), '>', max(@t1),
+	'pitr2: all tokens > every token pitr1 issued (' . min(@t2) . ' > '
+	  . max(@t1) . ')');
 
 # pitr1 keeps going in its own band, below pitr2's
 my @t1b = tokens($pitr1, 10);
-cmp_ok(max_of(@t1b), '<', min_of(@t2), 'pitr1 stays below pitr2\'s band');
-cmp_ok(min_of(@t1b), '>', max_of(@t1), 'pitr1 keeps increasing');
+cmp_ok(max(@t1b), '<', min(@t2), 'pitr1 stays below pitr2\'s band');
+cmp_ok(min(@t1b), '>', max(@t1), 'pitr1 keeps increasing');
 
 $pitr1->stop;
 $pitr2->stop;

@@ -11,24 +11,13 @@ use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use List::Util qw(max min);
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+use FencingTest;
 
 my $tmp  = PostgreSQL::Test::Utils::tempdir;
-
-sub tokens
-{
-	my ($node, $db, $n) = @_;
-	return split /\n/,
-	  $node->safe_psql($db,
-		"SELECT fencing.next_token() FROM generate_series(1, $n)");
-}
-
-sub acquire
-{
-	my ($node, $db, $name, $holder) = @_;
-	return $node->safe_psql($db,
-		"SELECT fencing.lease_acquire('$name', '$holder', '1 hour')");
-}
 
 # the lease rows, everything but timestamps
 my $LEASES = q{
@@ -36,15 +25,6 @@ SELECT string_agg(format('%s:%s:%s:%s:%s:%s', name, holder, holder_role,
                          token, released_at IS NOT NULL, holder_changes),
                   ',' ORDER BY name)
   FROM fencing.leases};
-
-sub band_start
-{
-	my ($node, $db) = @_;
-	return $node->safe_psql($db, 'SELECT last_value FROM fencing.token_base');
-}
-
-sub max_of { my $m = shift; for (@_) { $m = $_ if $_ > $m } return $m; }
-sub min_of { my $m = shift; for (@_) { $m = $_ if $_ < $m } return $m; }
 
 my $node_a = PostgreSQL::Test::Cluster->new('a');
 $node_a->init;
@@ -55,21 +35,21 @@ $node_a->safe_psql('src', 'CREATE EXTENSION fencing');
 # ---------------------------------------------------------------------------
 # source: tokens and leases in several states
 
-my @src = tokens($node_a, 'src', 100);
-my $l1 = acquire($node_a, 'src', 'L1', 'A');
-my $l2 = acquire($node_a, 'src', 'L2', 'B');
+my @src = tokens($node_a, 100, 'src');
+my $l1 = acquire($node_a, 'L1', 'A', '1 hour', 'src');
+my $l2 = acquire($node_a, 'L2', 'B', '1 hour', 'src');
 is($node_a->safe_psql('src', "SELECT fencing.lease_release('L2', $l2)"),
 	't', 'L2 released');
-my $l3 = acquire($node_a, 'src', 'L3', 'C');
+my $l3 = acquire($node_a, 'L3', 'C', '1 hour', 'src');
 is($node_a->safe_psql('src', "SELECT fencing.lease_renew('L3', $l3, '2 hours')"),
 	't', 'L3 renewed');
 # L4 changes holder: E, then (after release) F
-my $l4 = acquire($node_a, 'src', 'L4', 'E');
+my $l4 = acquire($node_a, 'L4', 'E', '1 hour', 'src');
 $node_a->safe_psql('src', "SELECT fencing.lease_release('L4', $l4)");
-$l4 = acquire($node_a, 'src', 'L4', 'F');
+$l4 = acquire($node_a, 'L4', 'F', '1 hour', 'src');
 push @src, $l1, $l2, $l3, $l4;
 my $t0 = $src[0] - 1;
-is(max_of(@src) - $t0, 105, 'source issued 105 consecutive tokens');
+is(max(@src) - $t0, 105, 'source issued 105 consecutive tokens');
 
 my $leases_at_dump = $node_a->safe_psql('src', $LEASES);
 is( $leases_at_dump,
@@ -84,8 +64,8 @@ $node_a->command_ok([ 'pg_dump', '-d', 'src', '-f', "$tmp/src.sql" ],
 	'pg_dump plain format');
 
 # the source goes on after the dump: the restored copies never saw these
-push @src, tokens($node_a, 'src', 500), acquire($node_a, 'src', 'L1', 'A');
-my $src_max = max_of(@src);
+push @src, tokens($node_a, 500, 'src'), acquire($node_a, 'L1', 'A', '1 hour', 'src');
+my $src_max = max(@src);
 is($src_max - $t0, 606, "source issued tokens up to $src_max, 501 of them after the dump");
 
 # Check a restored database: same leases, new tokens above all of the
@@ -95,15 +75,15 @@ sub check_restored
 	my ($node, $db, $what) = @_;
 	is($node->safe_psql($db, $LEASES),
 		$leases_at_dump, "$what: leases restored with their tokens");
-	my @t = tokens($node, $db, 50);
+	my @t = tokens($node, 50, $db);
 	is($t[0], band_start($node, $db), "$what: first token starts a new band");
-	my $l1n = acquire($node, $db, 'L1', 'A');
-	my $l5n = acquire($node, $db, 'L5', 'G');
+	my $l1n = acquire($node, 'L1', 'A', '1 hour', $db);
+	my $l5n = acquire($node, 'L5', 'G', '1 hour', $db);
 	push @t, $l1n, $l5n;
 	my @bad = grep { $_ <= $src_max } @t;
 	is_deeply(\@bad, [],
 		"$what: all " . scalar(@t) . " new tokens > every source token ($src_max)");
-	is(acquire($node, $db, 'L3', 'X'), '',
+	is(acquire($node, 'L3', 'X', '1 hour', $db), '',
 		"$what: restored lease L3 is still held by C");
 	is($node->safe_psql($db, "SELECT fencing.lease_check('L1', $l1n)"),
 		't', "$what: L1's new token is current");
@@ -150,19 +130,19 @@ check_restored($node_b, 'plain', 'plain format');
 
 $node_b->command_ok([ 'pg_dump', '-Fc', '-d', 'dst', '-f', "$tmp/dst.dump" ],
 	'pg_dump of the restored database');
-push @b_tokens, tokens($node_b, 'dst', 10);
+push @b_tokens, tokens($node_b, 10, 'dst');
 $node_a->safe_psql('postgres', 'CREATE DATABASE copy2');
 $node_a->command_ok(
 	[ 'pg_restore', '-d', 'copy2', '--exit-on-error', "$tmp/dst.dump" ],
 	'pg_restore of it back into the source cluster');
-my @c2 = tokens($node_a, 'copy2', 10);
+my @c2 = tokens($node_a, 10, 'copy2');
 is($c2[0], band_start($node_a, 'copy2'),
 	'restore of a restore: first token starts a new band');
-cmp_ok(min_of(@c2), '>', max_of(@b_tokens),
+cmp_ok(min(@c2), '>', max(@b_tokens),
 	'restore of a restore: above every token of the database it was dumped from');
 
 # the source itself is unaffected
-my @after = tokens($node_a, 'src', 10);
+my @after = tokens($node_a, 10, 'src');
 is_deeply(\@after, [ $src_max + 1 .. $src_max + 10 ],
 	'the source continues where it was, in its own band');
 

@@ -13,7 +13,11 @@ use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use List::Util qw(max min);
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+use FencingTest;
 
 my $tmp  = PostgreSQL::Test::Utils::tempdir;
 
@@ -22,11 +26,6 @@ $node->init;
 $node->start;
 $node->safe_psql('postgres', 'CREATE DATABASE app');
 $node->safe_psql('app', 'CREATE EXTENSION fencing');
-
-sub band_start
-{
-	return $node->safe_psql('app', 'SELECT last_value FROM fencing.token_base');
-}
 
 sub max_token
 {
@@ -48,7 +47,7 @@ $node->command_ok(
 my $first = $node->safe_psql('app', 'SELECT fencing.next_token()');
 cmp_ok($first, '>', $after_dump,
 	'after restoring into its own database, tokens exceed those issued after the dump');
-is($first, band_start(), 'the restored history starts a new band');
+is($first, band_start($node, 'app'), 'the restored history starts a new band');
 
 # ---- a data-only restore while a session that issued tokens stays connected
 my $live = $node->background_psql('app');
@@ -64,7 +63,7 @@ $node->command_ok(
 my $live_next = $live->query_safe('SELECT fencing.next_token()');
 cmp_ok($live_next, '>', $before_restore,
 	'the connected session notices the restore and does not reissue tokens');
-is($live_next, band_start(), 'it moved on to yet another band');
+is($live_next, band_start($node, 'app'), 'it moved on to yet another band');
 my $other = $node->safe_psql('app', 'SELECT fencing.next_token()');
 cmp_ok($other, '>', $live_next, 'a new session continues above it');
 $live->quit;
@@ -83,7 +82,7 @@ $node->command_ok(
 my $dt_next = $node->safe_psql('app', 'SELECT fencing.next_token()');
 cmp_ok($dt_next, '>', $before_dt,
 	'after a restore with triggers disabled, tokens exceed those issued after the dump');
-is($dt_next, band_start(), 'a new band');
+is($dt_next, band_start($node, 'app'), 'a new band');
 
 # ---- DROP EXTENSION loses the history; advance_tokens restores the floor
 my $high = $node->safe_psql('app', 'SELECT fencing.next_token()');

@@ -15,32 +15,11 @@ use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use List::Util qw(max min);
 use Test::More;
-
-sub tokens
-{
-	my ($node, $n) = @_;
-	return split /\n/,
-	  $node->safe_psql('postgres',
-		"SELECT fencing.next_token() FROM generate_series(1, $n)");
-}
-
-sub acquire
-{
-	my ($node, $name, $holder) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT fencing.lease_acquire('$name', '$holder', '1 hour')");
-}
-
-sub band_start
-{
-	my ($node) = @_;
-	return $node->safe_psql('postgres',
-		'SELECT last_value FROM fencing.token_base');
-}
-
-sub max_of { my $m = shift; for (@_) { $m = $_ if $_ > $m } return $m; }
-sub min_of { my $m = shift; for (@_) { $m = $_ if $_ < $m } return $m; }
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+use FencingTest;
 
 my $p = PostgreSQL::Test::Cluster->new('p');
 $p->init(allows_streaming => 1);
@@ -75,7 +54,7 @@ $s1->promote;
 $s1->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
   or die 's1 did not finish its promotion';
 my @s1_tokens = tokens($s1, 100);
-cmp_ok(min_of(@s1_tokens), '>', max_of(@p_tokens),
+cmp_ok(min(@s1_tokens), '>', max(@p_tokens),
 	"S1's tokens are above P's");
 $s1->safe_psql('postgres', "SELECT fencing.lease_force_release('job')");
 my $tb = acquire($s1, 'job', 'B');
@@ -132,12 +111,12 @@ is($s2->safe_psql('postgres', 'SELECT v || \':\' || fence FROM items WHERE id = 
 my @s2_tokens = tokens($s2, 100);
 my $ta2 = acquire($s2, 'job', 'A');
 push @s2_tokens, $ta2;
-is(band_start($s2), min_of(@s2_tokens), "S2's tokens start its band");
+is(band_start($s2), min(@s2_tokens), "S2's tokens start its band");
 
 my %s1 = map { $_ => 1 } @s1_tokens, @p_tokens;
 my @reissued = grep { $s1{$_} } @s2_tokens;
 is(scalar(@reissued), 0, 'no token of S1 or P is reissued by S2');
-my $max_ack = max_of(@s1_tokens, @p_tokens);
+my $max_ack = max(@s1_tokens, @p_tokens);
 my @below = grep { $_ <= $max_ack } @s2_tokens;
 is(scalar(@below), 0, "none of S2's tokens is below one acknowledged before ($max_ack)");
 is($s2->safe_psql('postgres', "SELECT fencing.lease_check('job', $ta2)"),

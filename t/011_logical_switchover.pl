@@ -16,9 +16,11 @@ use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use List::Util qw(max min);
 use Test::More;
-
-sub max_of { my $m = shift; for (@_) { $m = $_ if $_ > $m } return $m; }
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+use FencingTest;
 
 my $schema = q{
 CREATE TABLE items (id int PRIMARY KEY, v text, fence bigint);
@@ -73,7 +75,7 @@ for my $job (1 .. 5)
 }
 push @pub_tokens, $pub->safe_psql('postgres',
 	'SELECT fencing.next_token() FROM generate_series(1, 50)') =~ /(\d+)/g;
-my $pub_max = max_of(@pub_tokens);
+my $pub_max = max(@pub_tokens);
 $pub->wait_for_catchup('s');
 $pub->wait_for_catchup('sc');
 

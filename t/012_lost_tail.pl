@@ -16,6 +16,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+use FencingTest;
 
 my $p = PostgreSQL::Test::Cluster->new('p');
 $p->init(allows_streaming => 1);
@@ -34,21 +37,14 @@ CREATE TABLE r (id int PRIMARY KEY, fence bigint);
 INSERT INTO r VALUES (1, NULL);
 });
 
-sub acquire
-{
-	my ($node, $holder) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT fencing.lease_acquire('job-1', '$holder', '1 hour')");
-}
-
 sub take_over
 {
 	my ($node, $holder) = @_;
 	$node->safe_psql('postgres', "SELECT fencing.lease_force_release('job-1')");
-	return acquire($node, $holder);
+	return acquire($node, 'job-1', $holder);
 }
 
-my $ta = acquire($p, 'A');
+my $ta = acquire($p, 'job-1', 'A');
 $p->safe_psql('postgres', "UPDATE jobs SET state = 'by A', fence = $ta WHERE id = 1");
 $p->backup('b');
 my $s = PostgreSQL::Test::Cluster->new('s');
@@ -106,7 +102,7 @@ is($s->safe_psql('postgres', 'SELECT state || \':\' || fence FROM jobs WHERE id 
 	"by A:$ta", 'the row is unchanged');
 
 # the holder acquires again and writes
-my $ta2 = acquire($s, 'A');
+my $ta2 = acquire($s, 'job-1', 'A');
 cmp_ok($ta2, '>=', $band, "A acquires again: token $ta2 from the new band");
 is($s->safe_psql('postgres', "UPDATE jobs SET state = 'by A again', fence = $ta2 WHERE id = 1 RETURNING state"),
 	'by A again', 'and writes with it');

@@ -14,28 +14,21 @@ use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use List::Util qw(max min);
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+use FencingTest;
 use Time::HiRes qw(time usleep);
 
 my ($libfaketime) = grep { -e $_ } glob('/usr/lib/*/faketime/libfaketime.so.1');
 BAIL_OUT('libfaketime is not installed (Debian: libfaketime)') unless $libfaketime;
-
-sub tokens
-{
-	my ($node, $n) = @_;
-	return split /\n/,
-	  $node->safe_psql('postgres',
-		"SELECT fencing.next_token() FROM generate_series(1, $n)");
-}
 
 sub clock_of
 {
 	my ($node) = @_;
 	return $node->safe_psql('postgres', 'SELECT extract(epoch FROM clock_timestamp())');
 }
-
-sub max_of { my $m = shift; for (@_) { $m = $_ if $_ > $m } return $m; }
-sub min_of { my $m = shift; for (@_) { $m = $_ if $_ < $m } return $m; }
 
 my $p = PostgreSQL::Test::Cluster->new('p');
 $p->init(allows_streaming => 1);
@@ -75,9 +68,9 @@ $node{s1}->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
   or die 's1 did not finish its promotion';
 my $s1_entry = time;
 my @s1_tokens = tokens($node{s1}, 200);
-cmp_ok(min_of(@s1_tokens), '>', max_of(@p_tokens), "S1's tokens are above P's");
+cmp_ok(min(@s1_tokens), '>', max(@p_tokens), "S1's tokens are above P's");
 $node{s1}->stop('immediate');
-my $s1_max = max_of(@s1_tokens, @p_tokens);
+my $s1_max = max(@s1_tokens, @p_tokens);
 
 # second failover: S2, 1 s behind, promoted at least 2 s after S1's band
 # entry (a loaded machine may take longer; the skew stays below the gap)
@@ -102,7 +95,7 @@ my @s3_tokens = tokens($node{s3}, 200);
 my @s3_below = grep { $_ <= $s1_max } @s3_tokens;
 is(scalar(@s3_below), scalar(@s3_tokens),
 	'skew 3600 s > the gap: BROKEN as documented, every token of S3 is below S1\'s');
-cmp_ok(max_of(@s3_tokens), '<', min_of(@s1_tokens),
+cmp_ok(max(@s3_tokens), '<', min(@s1_tokens),
 	"S3's clock, an hour back, is below its counter: its band starts just above P's tokens, under S1's");
 diag sprintf('clock skew: S2 (-1 s, gap %.1f s): %d tokens, %d reissued, %d below; '
 	  . 'S3 (-3600 s): %d tokens, %d below S1\'s acknowledged',

@@ -14,20 +14,16 @@ use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use List::Util qw(max min);
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+use FencingTest;
 
 my ($libfaketime) = grep { -e $_ } glob('/usr/lib/*/faketime/libfaketime.so.1');
 BAIL_OUT('libfaketime is not installed (Debian: libfaketime)') unless $libfaketime;
 
 my $E = 2**40;
-
-sub tokens
-{
-	my ($node, $n) = @_;
-	return split /\n/,
-	  $node->safe_psql('postgres',
-		"SELECT fencing.next_token() FROM generate_series(1, $n)");
-}
 
 # what a pre-promote hook does: write the file next to it, then rename
 sub write_epoch
@@ -39,9 +35,6 @@ sub write_epoch
 	close $fh or die "$path.tmp: $!";
 	rename "$path.tmp", $path or die "$path: $!";
 }
-
-sub max_of { my $m = shift; for (@_) { $m = $_ if $_ > $m } return $m; }
-sub min_of { my $m = shift; for (@_) { $m = $_ if $_ < $m } return $m; }
 
 my $p = PostgreSQL::Test::Cluster->new('p');
 $p->init(allows_streaming => 1);
@@ -79,7 +72,7 @@ $s1->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
   or die 's1 did not finish its promotion';
 my @s1_tokens = tokens($s1, 100);
 is($s1_tokens[0], 2 * $E, 'S1 (epoch 2) starts at 2 * 2^40');
-cmp_ok(max_of(@s1_tokens), '<', 3 * $E, 'and stays below epoch 3');
+cmp_ok(max(@s1_tokens), '<', 3 * $E, 'and stays below epoch 3');
 $s1->stop('immediate');
 
 # second failover without a new epoch: no token
@@ -116,7 +109,7 @@ my @s2_tokens = tokens($s2, 100);
 is($s2_tokens[0], 3 * $E, 'S2 (epoch 3) starts at 3 * 2^40, whatever its clock says');
 my %acked = map { $_ => 1 } @p_tokens, @s1_tokens;
 my @dup = grep { $acked{$_} } @s2_tokens;
-my @below = grep { $_ <= max_of(@p_tokens, @s1_tokens) } @s2_tokens;
+my @below = grep { $_ <= max(@p_tokens, @s1_tokens) } @s2_tokens;
 is(scalar(@dup), 0, 'no token reissued');
 is(scalar(@below), 0, 'none below one acknowledged before');
 ($ret, $out, $err) = $s2->psql('postgres', "SELECT fencing.lease_check('job', $ta)");

@@ -23,7 +23,34 @@ use Time::HiRes qw(time usleep);
 
 our @EXPORT = qw(crash_node start_client finish_client wait_until
   wait_for_clients check_distinct check_leases_survived
-  check_tokens_after_restart);
+  check_tokens_after_restart tokens acquire band_start);
+
+# tokens($node, $n [, $db]): $n fresh tokens, drawn by one statement
+sub tokens
+{
+	my ($node, $n, $db) = @_;
+	return split /\n/,
+	  $node->safe_psql($db // 'postgres',
+		"SELECT fencing.next_token() FROM generate_series(1, $n)");
+}
+
+# acquire($node, $name, $holder [, $ttl [, $db]]): the token, or '' when
+# the lease is taken
+sub acquire
+{
+	my ($node, $name, $holder, $ttl, $db) = @_;
+	$ttl //= '1 hour';
+	return $node->safe_psql($db // 'postgres',
+		"SELECT fencing.lease_acquire('$name', '$holder', '$ttl')");
+}
+
+# band_start($node [, $db]): the first token of the current band
+sub band_start
+{
+	my ($node, $db) = @_;
+	return $node->safe_psql($db // 'postgres',
+		'SELECT last_value FROM fencing.token_base');
+}
 
 # crash_node($name, %conf): a started node with the extension, set up so
 # that WAL no commit flushed is really lost at a crash:
