@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 . scripts/deps.sh
 . scripts/citus.sh
 
-suites=${FENCING_SUITES:-"regress isolation docs tap negative model"}
+suites=${FENCING_SUITES:-"regress isolation docs tap negative model matrix"}
 # fencing_install_deps installs Patroni and etcd: here t/070_patroni.pl must
 # not skip for want of them
 export FENCING_REQUIRE_HA_TOOLS=1
