@@ -53,6 +53,7 @@ is($first, band_start($node, 'app'), 'the restored history starts a new band');
 my $live = $node->background_psql('app');
 my $live_max = $live->query_safe(
 	'SELECT max(fencing.next_token()) FROM generate_series(1, 10)');
+chomp $live_max;
 $node->command_ok(
 	[ 'pg_dump', '-Fc', '--data-only', '-d', 'app', '-f', "$tmp/data.dump" ],
 	'data-only dump');
@@ -61,6 +62,7 @@ $node->command_ok(
 	[ 'pg_restore', '--data-only', '-d', 'app', "$tmp/data.dump" ],
 	'pg_restore --data-only into the same database, session still connected');
 my $live_next = $live->query_safe('SELECT fencing.next_token()');
+chomp $live_next;    # 16's BackgroundPsql keeps the newline
 cmp_ok($live_next, '>', $before_restore,
 	'the connected session notices the restore and does not reissue tokens');
 is($live_next, band_start($node, 'app'), 'it moved on to yet another band');
