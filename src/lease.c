@@ -269,8 +269,9 @@ fencing_lease_freed(text *name, int64 token, const char *event,
 
 /*
  * True iff the token is the lease's current one and the lease is live.
- * The row stays share-locked until the caller's transaction ends, so no
- * takeover can commit in between: "check, then write" is atomic.
+ * The row stays locked (FOR NO KEY UPDATE, as strongly as a renew) until
+ * the caller's transaction ends, so no takeover can commit in between:
+ * "check, then write" is atomic, and a renew after it upgrades nothing.
  */
 Datum
 fencing_lease_check(PG_FUNCTION_ARGS)

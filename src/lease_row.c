@@ -17,7 +17,8 @@
  * extension's owner, statement-level UPDATE triggers and transition
  * tables, and rewrite rules.
  *
- * As an UPDATE ... WHERE or SELECT ... FOR SHARE in READ COMMITTED would:
+ * As an UPDATE ... WHERE or SELECT ... FOR NO KEY UPDATE in READ COMMITTED
+ * would:
  *	- a row that does not qualify is left alone and unlocked, so a waiter
  *	  never blocks the holder it waits for;
  *	- when a concurrent transaction changed the row first, READ COMMITTED
@@ -635,10 +636,16 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 		}
 		else
 		{
-			/* wait for writers and lockers, as UPDATE and FOR SHARE do */
+			/*
+			 * Wait for writers and lockers, as UPDATE and FOR NO KEY UPDATE
+			 * do.  A check locks as strongly as the renew or release that
+			 * may follow it in the same transaction: a share lock would
+			 * have to be upgraded, and two sessions of one holder that
+			 * check, then renew, would deadlock.
+			 */
 			tm = table_tuple_lock(rel, &old->tts_tid, snapshot, old,
 								  GetCurrentCommandId(true),
-								  writes ? LockTupleNoKeyExclusive : LockTupleShare,
+								  LockTupleNoKeyExclusive,
 								  LockWaitBlock, 0, &tmfd);
 			switch (tm)
 			{

@@ -83,12 +83,19 @@ static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
 	 * $1 cutoff: delete leases free since before it, released or expired
 	 * past their lock delay.  A set operation, so SQL: no lease can be
 	 * acquired through a row deleted here, so it judges no holder's claim.
+	 * It never waits for a row lock, so it takes part in no deadlock (with
+	 * another purge, or a transaction acquiring several leases): a row
+	 * locked by another transaction is in use right now, and left to the
+	 * next purge.
 	 */
 	[LEASE_PURGE] = {
 		"DELETE FROM fencing.leases AS l"
-		" WHERE COALESCE(l.released_at,"
-		"                (l.expires_at" PLUS "l.lock_delay))"
-		"       OPERATOR(pg_catalog.<) $1",
+		" WHERE l.name" EQ "ANY ("
+		"       SELECT f.name FROM fencing.leases AS f"
+		"        WHERE COALESCE(f.released_at,"
+		"                       (f.expires_at" PLUS "f.lock_delay))"
+		"              OPERATOR(pg_catalog.<) $1"
+		"          FOR UPDATE OF f SKIP LOCKED)",
 		{F_CUTOFF}
 	},
 };
