@@ -3,8 +3,10 @@
  * events.c
  *	  Waking waiting acquirers, and NOTIFY for clients that watch leases.
  *
- * A backend waiting for a lease takes a share lock on an advisory lock
- * tag derived from the lease name and sleeps on its latch.  Share locks
+ * Waiters of a lease queue for it in the lock manager (see "the queue of
+ * waiters" below); the head of the queue, and only it, waits for the
+ * lease itself: it takes a share lock on an advisory lock tag derived from
+ * the lease name and sleeps on its latch.  Share locks
  * never conflict with each other and nobody asks for a stronger one, so
  * waiters never block anyone; the lock manager only serves as a registry
  * of who waits for what.  When a transaction that released a lease
@@ -34,12 +36,17 @@
 #include "storage/sinvaladt.h"
 #include "utils/guc.h"
 #include "utils/json.h"
+#include "utils/resowner.h"
 #include "utils/memutils.h"
 
 #include "lease.h"
 
-/* advisory locks use 1 and 2 in field 4; 0x4645 ("FE") is ours alone */
+/*
+ * Advisory locks use 1 and 2 in field 4; 0x4645 ("FE": a lease's wake-up
+ * registry) and 0x4646 ("FF": its queue of waiters) are ours alone.
+ */
 #define FENCING_LOCKTAG_FIELD4	0x4645
+#define FENCING_QUEUE_LOCKTAG_FIELD4	0x4646
 
 /* tags of leases released in the current transaction, to wake at commit */
 static List *wake_at_commit = NIL;
@@ -104,6 +111,132 @@ fencing_waiter_sleep(long timeout_ms)
 #endif
 	CHECK_FOR_INTERRUPTS();
 }
+
+/* ---- the queue of waiters ---- */
+
+/*
+ * Waiters of a lease queue in the lock manager for its queue tag, in
+ * ExclusiveLock mode: its wait queue is FIFO, and a newcomer whose mode
+ * conflicts with a waiter's queues behind it instead of barging (the lock
+ * manager checks a request against the wait mask as well as the granted
+ * locks).  The holder of the queue lock is the head: the only waiter that
+ * registers for wake-ups and tries to take the lease.  When it gets the
+ * lease, gives up or is cancelled, the lock manager grants the queue lock
+ * to the next in line.  pg_locks shows the queue (field 4 = 0x4646).
+ */
+static void
+queue_locktag(LOCKTAG *tag, const char *name, int len)
+{
+	uint64		h = hash_bytes_extended((const unsigned char *) name, len, 0);
+
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
+						 FENCING_QUEUE_LOCKTAG_FIELD4);
+}
+
+/*
+ * The queue lock belongs to the current (sub)transaction's resource owner,
+ * not to the portal's: that is where the lock taken in the internal
+ * subtransaction of fencing_queue_enter goes when it commits, and so the
+ * lock can be released by the owner that holds it, whichever way it was
+ * taken.
+ */
+static bool
+queue_lock(LOCKTAG *tag, bool acquire, bool dontWait)
+{
+	ResourceOwner save = CurrentResourceOwner;
+	bool		ok;
+
+	CurrentResourceOwner = CurTransactionResourceOwner;
+	if (acquire)
+		ok = LockAcquire(tag, ExclusiveLock, false, dontWait) != LOCKACQUIRE_NOT_AVAIL;
+	else
+		ok = LockRelease(tag, ExclusiveLock, false);
+	CurrentResourceOwner = save;
+	return ok;
+}
+
+/* Become the head at once if nobody queues; false if someone does. */
+bool
+fencing_queue_try_enter(const char *name, int len)
+{
+	LOCKTAG		tag;
+
+	queue_locktag(&tag, name, len);
+	return queue_lock(&tag, true, true);
+}
+
+/*
+ * Queue behind the waiters before us for at most timeout_usecs; true once
+ * we are the head, false when the time ran out (we left the queue).  The
+ * lock manager's wait is bounded by lock_timeout, set for the wait in an
+ * internal subtransaction whose rollback takes us out of the queue; a
+ * shorter lock_timeout of the caller's, a cancel or a deadlock is the
+ * caller's error.
+ */
+bool
+fencing_queue_enter(const char *name, int len, int64 timeout_usecs)
+{
+	LOCKTAG		tag;
+	MemoryContext oldcontext = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	int64		ms64 = (timeout_usecs + 999) / 1000;
+	int			timeout_ms = (int) Min(Max(ms64, 1), INT_MAX);
+	bool		ours = LockTimeout == 0 || timeout_ms <= LockTimeout;
+	volatile bool entered = false;
+
+	queue_locktag(&tag, name, len);
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcontext);
+	PG_TRY();
+	{
+		int			nestlevel = NewGUCNestLevel();
+
+		if (ours)
+		{
+			char		value[32];
+
+			snprintf(value, sizeof(value), "%d", timeout_ms);
+			(void) set_config_option("lock_timeout", value, PGC_USERSET,
+									 PGC_S_SESSION, GUC_ACTION_SAVE, true,
+									 0, false);
+		}
+		(void) LockAcquire(&tag, ExclusiveLock, false, false);
+		/* the caller's lock_timeout again (an error: the rollback does it) */
+		AtEOXact_GUC(true, nestlevel);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+		entered = true;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+		if (!ours || edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			ReThrowError(edata);
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	return entered;
+}
+
+/* Leave the queue (as its head): the next in line becomes the head. */
+void
+fencing_queue_leave(const char *name, int len)
+{
+	LOCKTAG		tag;
+
+	queue_locktag(&tag, name, len);
+	(void) queue_lock(&tag, false, false);
+}
+
+/* ---- waking ---- */
 
 static void
 wake_waiters(LOCKTAG *tag)

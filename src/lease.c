@@ -117,21 +117,22 @@ monotonic_usecs(void)
 }
 
 /*
- * Wait until the lease can be taken or the deadline passes.  The waiter
- * registers in the lock manager (events.c) so a committed release wakes
- * it; otherwise it sleeps until the lease's expiry plus lock delay.  Each
- * attempt is a statement of its own and locks nothing it does not take,
- * so waiters never block the holder.
+ * As the head of the lease's queue, wait until the lease can be taken or
+ * the deadline (start + wait_usecs) passes.  The head registers in the
+ * lock manager (events.c) so a committed release wakes it; otherwise it
+ * sleeps until the lease's expiry plus lock delay.  Each attempt is a
+ * statement of its own and locks nothing it does not take, so the head
+ * never blocks the holder.
  *
  * The deadline is on the monotonic clock; the time until the lease comes
  * free is a wall-clock difference, and only ever shortens a sleep.
  */
 static bool
-wait_and_acquire(const LeaseRequest *req, int64 wait_usecs, LeaseResult *res)
+wait_and_acquire(const LeaseRequest *req, int64 start, int64 wait_usecs,
+				 LeaseResult *res)
 {
 	const char *nm = VARDATA_ANY(req->name);
 	int			len = VARSIZE_ANY_EXHDR(req->name);
-	int64		start = monotonic_usecs();
 	bool		acquired = false;
 
 	fencing_waiter_register(nm, len);
@@ -172,6 +173,32 @@ wait_and_acquire(const LeaseRequest *req, int64 wait_usecs, LeaseResult *res)
 }
 
 /*
+ * Wait in arrival order: queue behind the lease's waiters (events.c), and
+ * wait for the lease once at the head; leaving the queue makes the next
+ * waiter the head.  A holder re-acquiring its own lease does not queue.
+ */
+static bool
+acquire_waiting(const LeaseRequest *req, int64 wait_usecs, LeaseResult *res)
+{
+	const char *nm = VARDATA_ANY(req->name);
+	int			len = VARSIZE_ANY_EXHDR(req->name);
+	int64		start = monotonic_usecs();
+	bool		acquired;
+
+	if (!fencing_queue_try_enter(nm, len))
+	{
+		if (fencing_run_lease_statement(LEASE_TAKE_OWN, req, res) == 1)
+			return true;
+		if (!fencing_queue_enter(nm, len,
+								 wait_usecs - (monotonic_usecs() - start)))
+			return false;
+	}
+	acquired = wait_and_acquire(req, start, wait_usecs, res);
+	fencing_queue_leave(nm, len);
+	return acquired;
+}
+
+/*
  * lease_acquire(name, holder, ttl, wait) returns a new token, or NULL when
  * another holder's unexpired lease stands (after waiting up to "wait").
  * "Another holder" is a different holder name, or the same name acquired
@@ -202,16 +229,17 @@ fencing_lease_acquire(PG_FUNCTION_ARGS)
 				 errmsg("waiting for a lease requires the READ COMMITTED isolation level"),
 				 errhint("Acquire with wait => '0' and retry in a new transaction.")));
 
-	if (!try_acquire(&req, &res))
+	if (wait_usecs == 0)
 	{
-		if (wait_usecs == 0)
+		/* try once, whoever waits */
+		if (!try_acquire(&req, &res))
 		{
 			fencing_check_lease_snapshot(LEASE_TAKEABLE, &req);
 			PG_RETURN_NULL();
 		}
-		if (!wait_and_acquire(&req, wait_usecs, &res))
-			PG_RETURN_NULL();
 	}
+	else if (!acquire_waiting(&req, wait_usecs, &res))
+		PG_RETURN_NULL();
 
 	fencing_notify(res.takeover ? "takeover" : "acquire",
 				   VARDATA_ANY(req.name), VARSIZE_ANY_EXHDR(req.name),

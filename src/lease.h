@@ -17,6 +17,7 @@
 typedef enum LeaseStatement
 {
 	LEASE_TAKE,
+	LEASE_TAKE_OWN,
 	LEASE_CREATE,
 	LEASE_AVAILABLE_AT,
 	LEASE_RENEW,
@@ -36,11 +37,11 @@ typedef enum LeaseStatement
 typedef struct LeaseRequest
 {
 	text	   *name;			/* the lease */
-	text	   *holder;			/* TAKE, CREATE, TAKEABLE */
+	text	   *holder;			/* TAKE, TAKE_OWN, CREATE, TAKEABLE */
 	Oid			role;			/* the holder's role */
 	int64		token;			/* RENEW, RELEASE, CHECK, HOLDER_ROLE */
-	Datum		ttl;			/* interval: TAKE, CREATE, RENEW */
-	Datum		lock_delay;		/* interval: TAKE, CREATE */
+	Datum		ttl;			/* interval: TAKE, TAKE_OWN, CREATE, RENEW */
+	Datum		lock_delay;		/* interval: TAKE, TAKE_OWN, CREATE */
 	TimestampTz cutoff;			/* PURGE */
 } LeaseRequest;
 
@@ -80,6 +81,9 @@ extern void fencing_events_init(void);
 extern void fencing_waiter_register(const char *name, int len);
 extern void fencing_waiter_unregister(const char *name, int len);
 extern void fencing_waiter_sleep(long timeout_ms);
+extern bool fencing_queue_try_enter(const char *name, int len);
+extern bool fencing_queue_enter(const char *name, int len, int64 timeout_usecs);
+extern void fencing_queue_leave(const char *name, int len);
 extern void fencing_wake_waiters_at_commit(const char *name, int len);
 extern void fencing_notify(const char *event, const char *name, int len,
 						   int64 token, const char *holder);

@@ -348,6 +348,9 @@ qualifies(LeaseStatement stmt, TupleTableSlot *row, const LeaseRequest *req,
 			/* released, free after expiry and lock delay, or our own */
 			return !COL_ISNULL(row, COL_RELEASED_AT) ||
 				free_at(row) <= now || same_holder(row, req);
+		case LEASE_TAKE_OWN:
+			/* not released and our own: others' queue does not stop us */
+			return COL_ISNULL(row, COL_RELEASED_AT) && same_holder(row, req);
 		case LEASE_RENEW:
 		case LEASE_RELEASE:
 		case LEASE_CHECK:
@@ -370,7 +373,7 @@ qualifies(LeaseStatement stmt, TupleTableSlot *row, const LeaseRequest *req,
 static bool
 writes_row(LeaseStatement stmt)
 {
-	return stmt == LEASE_TAKE || stmt == LEASE_RENEW ||
+	return stmt == LEASE_TAKE || stmt == LEASE_TAKE_OWN || stmt == LEASE_RENEW ||
 		stmt == LEASE_RELEASE || stmt == LEASE_FORCE_RELEASE;
 }
 
@@ -426,6 +429,7 @@ change_row(LeaseStatement stmt, TupleTableSlot *old, const LeaseRequest *req,
 	switch (stmt)
 	{
 		case LEASE_TAKE:
+		case LEASE_TAKE_OWN:
 			{
 				bool		own = same_holder(old, req);
 				bool		takeover = COL_ISNULL(old, COL_RELEASED_AT) && !own;
@@ -555,6 +559,7 @@ store_result(LeaseStatement stmt, TupleTableSlot *row, LeaseResult *result)
 	switch (stmt)
 	{
 		case LEASE_TAKE:
+		case LEASE_TAKE_OWN:
 			/* as stored, whatever a BEFORE trigger did */
 			slot_getallattrs(row);
 			result->token = DatumGetInt64(COL(row, COL_TOKEN));
@@ -658,7 +663,8 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 						change_row(stmt, old, req, now, &ch);
 						if (update_row(rel, snapshot, old, &ch))
 						{
-							store_result(stmt, stmt == LEASE_TAKE ? ch.slot : old,
+							store_result(stmt, stmt == LEASE_TAKE ||
+										 stmt == LEASE_TAKE_OWN ? ch.slot : old,
 										 result);
 							processed = 1;
 						}
@@ -708,6 +714,7 @@ fencing_lease_row_statement(LeaseStatement stmt)
 	switch (stmt)
 	{
 		case LEASE_TAKE:
+		case LEASE_TAKE_OWN:
 		case LEASE_TAKEABLE:
 		case LEASE_RENEW:
 		case LEASE_RELEASE:

@@ -107,10 +107,13 @@ sub quit_session
 
 # the lease's advisory tag, as pg_locks shows it: field 4 is 0x4645, fields
 # 2 and 3 a 64-bit hash of the lease name
+# (17989 = 0x4645: the head of the lease's queue, registered for wake-ups;
+# 17990 = 0x4646: the queue, its waiters wait for it)
 sub tag_condition
 {
-	my ($lease) = @_;
-	return qq{locktype = 'advisory' AND objsubid = 17989
+	my ($lease, $field4) = @_;
+	$field4 //= 17989;
+	return qq{locktype = 'advisory' AND objsubid = $field4
 	  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
 	  AND classid = ((hashtextextended('$lease', 0) >> 32) & 4294967295)::oid
 	  AND objid = (hashtextextended('$lease', 0) & 4294967295)::oid};
@@ -121,7 +124,7 @@ sub wait_locks_of
 {
 	my ($pid) = @_;
 	return $node->safe_psql('postgres',
-		"SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 17989 AND pid = $pid"
+		"SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid IN (17989, 17990) AND pid = $pid"
 	);
 }
 
@@ -133,19 +136,22 @@ sub share_locks_on
 		  . " AND mode = 'ShareLock' AND granted");
 }
 
-# wait until the backends sleep in the lease wait: registered (granted
-# share lock on the lease's tag) and in wait event Extension
+# wait until the backends wait for the lease: the head of its queue
+# sleeps registered (granted share lock on the lease's tag, wait event
+# Extension), the others wait in the queue (for the queue tag)
 sub wait_sleeping
 {
 	my ($lease, @pids) = @_;
 	my $pids = join(',', @pids);
 	my $n = scalar(@pids);
 	return $node->poll_query_until('postgres', qq{
-		SELECT count(*) = $n
+		SELECT count(DISTINCT l.pid) = $n
 		  FROM pg_locks AS l JOIN pg_stat_activity AS a USING (pid)
-		 WHERE l.pid IN ($pids) AND } . tag_condition($lease) . qq{
-		   AND l.mode = 'ShareLock' AND l.granted
-		   AND a.wait_event_type = 'Extension' AND a.wait_event = 'Extension'});
+		 WHERE l.pid IN ($pids)
+		   AND ((} . tag_condition($lease) . qq{
+				 AND l.mode = 'ShareLock' AND l.granted
+				 AND a.wait_event_type = 'Extension' AND a.wait_event = 'Extension')
+				OR (} . tag_condition($lease, 17990) . qq{ AND NOT l.granted))});
 }
 
 # true once the query returns true, polled every 10 ms for at most $limit
@@ -402,18 +408,21 @@ my ($winner, $wtok) = split /\|/,
 my @losers = grep { $_->{name} ne $winner } @idle;
 is(scalar(@losers), $n_idle - 1, "the winner is one of them ($winner)");
 
-# The others must go back to sleep, and the new holder must not be held up
-# by them: a failed attempt locks no row (src/lease_row.c locks only a row
-# version it judged to qualify).  See also specs/wait_race_loser.spec.  The
-# deadline is for a loaded machine; a waiter stuck on a lock would show a
-# Lock wait event instead.
+# The others must wait on, and the new holder must not be held up by them:
+# a failed attempt locks no row (src/lease_row.c locks only a row version
+# it judged to qualify).  See also specs/wait_race_loser.spec.  The
+# deadline is for a loaded machine.  The new head sleeps (Extension), the
+# others wait in the lease's queue (a lock wait on its queue tag, which
+# blocks nobody but later waiters).
 {
 	my $loser_pids = join(',', map { $_->{pid} } @losers);
 	my $asleep = poll_until(30, qq{
 		SELECT count(*) = } . scalar(@losers) . qq{
-		  FROM pg_stat_activity
+		  FROM pg_stat_activity AS a
 		 WHERE pid IN ($loser_pids)
-		   AND wait_event_type = 'Extension' AND wait_event = 'Extension'});
+		   AND ((wait_event_type = 'Extension' AND wait_event = 'Extension')
+				OR EXISTS (SELECT FROM pg_locks AS l WHERE l.pid = a.pid AND NOT l.granted
+							AND } . tag_condition('wait_idle', 17990) . qq{))});
 	ok($asleep, 'the other ' . scalar(@losers) . ' sleep again')
 	  or diag('the others wait in: ' . $node->safe_psql('postgres', qq{
 		SELECT string_agg(w || ' x ' || n, ', ' ORDER BY w)

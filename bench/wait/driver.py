@@ -57,18 +57,21 @@ def pid_of(conn):
 
 
 def wait_asleep(mon, lease, pids, limit=30.0):
-    """until all pids hold a share lock on the lease's tag and sleep"""
+    """until all pids wait: the head of the lease's queue holds a share lock
+    on the lease's tag (17989) and sleeps, the others wait for the queue
+    tag (17990)"""
     t0 = time.monotonic()
     while time.monotonic() - t0 < limit:
         n = one(mon, """
-            SELECT count(*)
+            SELECT count(DISTINCT l.pid)
               FROM pg_locks AS l JOIN pg_stat_activity AS a USING (pid)
              WHERE l.pid = ANY (%s)
-               AND l.locktype = 'advisory' AND l.objsubid = 17989
+               AND l.locktype = 'advisory' AND l.objsubid IN (17989, 17990)
                AND l.classid = ((hashtextextended(%s, 0) >> 32) & 4294967295)::oid
                AND l.objid = (hashtextextended(%s, 0) & 4294967295)::oid
-               AND l.granted
-               AND a.wait_event_type = 'Extension' AND a.wait_event = 'Extension'
+               AND ((l.objsubid = 17989 AND l.granted
+                     AND a.wait_event_type = 'Extension' AND a.wait_event = 'Extension')
+                    OR (l.objsubid = 17990 AND NOT l.granted))
             """, (list(pids), lease, lease))
         if n == len(pids):
             return
