@@ -305,9 +305,12 @@ for my $cycle (1 .. $cycles)
 	my @p0 = progress();
 	my $dir = "$tmp/c$cycle";
 	mkdir $dir or die "$dir: $!";
+	# A client that gets through its script before the crash (an idle
+	# machine is fast) stays connected, asleep, so that the crash cuts off
+	# every client whatever the machine's speed.
 	my @clients = (
-		(map { start_client($node, $dir, "w$_", [ writer_script($_, $cycle, 4000) ]) } 1 .. 2),
-		(map { start_client($node, $dir, "l$_", [ token_script($_, $cycle, 25000) ]) } 1 .. 2));
+		(map { start_client($node, $dir, "w$_", [ writer_script($_, $cycle, 4000), 'SELECT pg_sleep(300) \g /dev/null' ]) } 1 .. 2),
+		(map { start_client($node, $dir, "l$_", [ token_script($_, $cycle, 25000), 'SELECT pg_sleep(300) \g /dev/null' ]) } 1 .. 2));
 
 	# Under load a client may start late.  Crash only once every client
 	# runs and has committed work of its own (acknowledged, then, but for
