@@ -164,7 +164,9 @@ for s in $suites; do
 		run_suite_as_root matrix bash "$top/scripts/matrix.sh"
 		if [ -n "$matrix_prep" ]; then
 			wait "$matrix_prep" || true
-			grep -q 'not obtained' "$matrix_prep_log" && cat "$matrix_prep_log"
+			if [ -f "$matrix_prep_log" ] && grep -q 'not obtained' "$matrix_prep_log"; then
+				cat "$matrix_prep_log"
+			fi
 			rm -f "$matrix_prep_log"
 		fi
 		;;
