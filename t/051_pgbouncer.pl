@@ -18,12 +18,14 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+use FencingTest;
 use IPC::Run;
 use Time::HiRes qw(time usleep);
 
-my $pgbouncer = '/usr/sbin/pgbouncer';
 my $python = '/usr/bin/python3';
-plan skip_all => "$pgbouncer not found" unless -x $pgbouncer;
+plan skip_all => "$FencingTest::pgbouncer not found" unless -x $FencingTest::pgbouncer;
 plan skip_all => 'pgbouncer does not run as root' if $> == 0;
 plan skip_all => "$python with psycopg2 not found"
   unless system($python, '-c', 'import psycopg2') == 0;
@@ -60,42 +62,8 @@ $node->safe_psql(
 # ---------------------------------------------------------------------------
 # pgbouncer: transaction pooling, two server connections for everyone
 
-my $dir = PostgreSQL::Test::Utils::tempdir;
-my $port = PostgreSQL::Test::Cluster::get_free_port();
-my $node_host = $node->host;
-my $node_port = $node->port;
-append_to_file("$dir/userlist.txt", qq{"app" ""\n"$superuser" ""\n});
-append_to_file(
-	"$dir/pgbouncer.ini", qq{
-[databases]
-postgres = host=$node_host port=$node_port dbname=postgres
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $port
-unix_socket_dir = $dir
-auth_type = trust
-auth_file = $dir/userlist.txt
-pool_mode = transaction
-default_pool_size = 2
-min_pool_size = 0
-reserve_pool_size = 0
-max_db_connections = 2
-max_client_conn = 100
-server_reset_query =
-ignore_startup_parameters = extra_float_digits
-query_wait_timeout = 120
-logfile = $dir/pgbouncer.log
-pidfile = $dir/pgbouncer.pid
-});
-my ($bouncer_out, $bouncer_err) = ('', '');
-my $bouncer = IPC::Run::start([ $pgbouncer, "$dir/pgbouncer.ini" ],
-	'<', \undef, '>', \$bouncer_out, '2>', \$bouncer_err);
-END
-{
-	# stop pgbouncer whatever happened, so no process outlives the test
-	$bouncer->kill_kill if defined $bouncer && $bouncer->pumpable;
-}
+my ($port, $dir, $bouncer_err, $bouncer) = start_pgbouncer($node,
+	users => [ 'app', $superuser ], pool_size => 2, max_client_conn => 100);
 
 my $up = 0;
 for (1 .. 100)
@@ -109,7 +77,7 @@ for (1 .. 100)
 	usleep(100_000);
 }
 ok($up, "pgbouncer accepts connections on 127.0.0.1:$port")
-  or BAIL_OUT("pgbouncer did not start: $bouncer_err");
+  or BAIL_OUT("pgbouncer did not start: $$bouncer_err");
 
 # ---------------------------------------------------------------------------
 # clients: psql sessions through pgbouncer (see BouncerClient at the end)

@@ -21,6 +21,9 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+use FencingTest;
 
 my $started = time;
 
@@ -33,24 +36,6 @@ $node->safe_psql('postgres', 'CREATE EXTENSION fencing');
 local $ENV{PGHOST} = $node->host;
 local $ENV{PGPORT} = $node->port;
 local $ENV{PGDATABASE} = 'postgres';
-
-sub run_cmd
-{
-	my ($timeout, @cmd) = @_;
-	my $out = '';
-	my $ok = eval {
-		IPC::Run::run(\@cmd, '<', \undef, '>', \$out, '2>&1', IPC::Run::timeout($timeout));
-	};
-	$out .= "\n(timed out or failed to start: $@)" if $@;
-	my $rc = defined $ok && $? != -1 ? $? >> 8 : -1;
-	return ($rc, $out);
-}
-
-sub in_path
-{
-	my ($prog) = @_;
-	return grep { -x "$_/$prog" } split /:/, $ENV{PATH};
-}
 
 # the story, as each client tells it
 sub check_story

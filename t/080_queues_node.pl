@@ -36,29 +36,14 @@ use Time::HiRes qw(time sleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+use FencingTest;
 
 my $started = time;
 my $examples = 'examples/queues';
 my $jobs = 12;
 my $workers = 5;
-
-sub in_path
-{
-	my ($prog) = @_;
-	return grep { -x "$_/$prog" } split /:/, $ENV{PATH};
-}
-
-sub run_cmd
-{
-	my ($timeout, @cmd) = @_;
-	my $out = '';
-	my $ok = eval {
-		IPC::Run::run(\@cmd, '<', \undef, '>', \$out, '2>&1', IPC::Run::timeout($timeout));
-	};
-	$out .= "\n(timed out or failed to start: $@)" if $@;
-	my $rc = defined $ok && $? != -1 ? $? >> 8 : -1;
-	return ($rc, $out);
-}
 
 plan skip_all => 'node or npm not found' unless in_path('node') && in_path('npm');
 

@@ -16,11 +16,13 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+use FencingTest;
 use IPC::Run;
 use Time::HiRes qw(usleep);
 
-my $pgbouncer = '/usr/sbin/pgbouncer';
-plan skip_all => "$pgbouncer not found" unless -x $pgbouncer;
+plan skip_all => "$FencingTest::pgbouncer not found" unless -x $FencingTest::pgbouncer;
 plan skip_all => 'pgbouncer does not run as root' if $> == 0;
 
 my $node = PostgreSQL::Test::Cluster->new('qpgb');
@@ -50,42 +52,8 @@ $node->safe_psql('postgres', q{
 	INSERT INTO boss_job (id) VALUES (1);
 });
 
-my $dir = PostgreSQL::Test::Utils::tempdir;
-my $port = PostgreSQL::Test::Cluster::get_free_port();
-my $node_host = $node->host;
-my $node_port = $node->port;
-append_to_file("$dir/userlist.txt", qq{"$superuser" ""\n});
-append_to_file("$dir/pgbouncer.ini", qq{
-[databases]
-postgres = host=$node_host port=$node_port dbname=postgres
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $port
-unix_socket_dir = $dir
-auth_type = trust
-auth_file = $dir/userlist.txt
-pool_mode = transaction
-default_pool_size = 1
-min_pool_size = 0
-reserve_pool_size = 0
-max_db_connections = 1
-max_client_conn = 20
-server_reset_query =
-ignore_startup_parameters = extra_float_digits
-query_wait_timeout = 120
-logfile = $dir/pgbouncer.log
-pidfile = $dir/pgbouncer.pid
-});
-my ($bouncer_out, $bouncer_err) = ('', '');
-my $bouncer = IPC::Run::start([ $pgbouncer, "$dir/pgbouncer.ini" ],
-	'<', \undef, '>', \$bouncer_out, '2>', \$bouncer_err);
-END
-{
-	# stop pgbouncer whatever happened; its exit status is not the test's
-	local $?;
-	$bouncer->kill_kill if defined $bouncer && $bouncer->pumpable;
-}
+my ($port, $dir, $bouncer_err) = start_pgbouncer($node,
+	users => [$superuser], pool_size => 1, max_client_conn => 20);
 
 # one client: one psql run through pgbouncer; returns (stdout, stderr)
 sub through
@@ -106,7 +74,7 @@ for (1 .. 100)
 	if ($out eq '1') { $up = 1; last; }
 	usleep(100_000);
 }
-ok($up, 'pgbouncer accepts connections') or BAIL_OUT("pgbouncer did not start: $bouncer_err");
+ok($up, 'pgbouncer accepts connections') or BAIL_OUT("pgbouncer did not start: $$bouncer_err");
 
 # River's shape: the token declared with SET LOCAL in the completion
 my ($t_a) = through(q{UPDATE river_job SET state = 'running', attempt = attempt + 1,

@@ -18,12 +18,14 @@ use warnings;
 use Exporter 'import';
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils ();
 use Test::More;
 use Time::HiRes qw(time usleep);
 
 our @EXPORT = qw(crash_node start_client finish_client wait_until
   wait_for_clients check_distinct check_leases_survived
-  check_tokens_after_restart tokens acquire band_start);
+  check_tokens_after_restart tokens acquire band_start run_cmd in_path
+  start_pgbouncer);
 
 # tokens($node, $n [, $db]): $n fresh tokens, drawn by one statement
 sub tokens
@@ -42,6 +44,83 @@ sub acquire
 	$ttl //= '1 hour';
 	return $node->safe_psql($db // 'postgres',
 		"SELECT fencing.lease_acquire('$name', '$holder', '$ttl')");
+}
+
+our $pgbouncer = '/usr/sbin/pgbouncer';
+my @bouncers;
+
+# start_pgbouncer($node, users => [...], pool_size => N, max_client_conn => N):
+# a PgBouncer in transaction pooling mode in front of $node's database
+# postgres, on a free port of 127.0.0.1, trusting the users named, with
+# pool_size server connections at most.  Returns (port, its directory, a
+# reference to its stderr, its IPC::Run handle).  It is stopped when the test ends, whatever
+# happened.
+sub start_pgbouncer
+{
+	my ($node, %o) = @_;
+	my $dir = PostgreSQL::Test::Utils::tempdir;
+	my $port = PostgreSQL::Test::Cluster::get_free_port();
+	my ($host, $nport) = ($node->host, $node->port);
+	PostgreSQL::Test::Utils::append_to_file("$dir/userlist.txt",
+		join('', map { qq{"$_" ""\n} } @{ $o{users} }));
+	PostgreSQL::Test::Utils::append_to_file("$dir/pgbouncer.ini", qq{
+[databases]
+postgres = host=$host port=$nport dbname=postgres
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir = $dir
+auth_type = trust
+auth_file = $dir/userlist.txt
+pool_mode = transaction
+default_pool_size = $o{pool_size}
+min_pool_size = 0
+reserve_pool_size = 0
+max_db_connections = $o{pool_size}
+max_client_conn = $o{max_client_conn}
+server_reset_query =
+ignore_startup_parameters = extra_float_digits
+query_wait_timeout = 120
+logfile = $dir/pgbouncer.log
+pidfile = $dir/pgbouncer.pid
+});
+	my ($out, $err) = ('', '');
+	my $h = IPC::Run::start([ $pgbouncer, "$dir/pgbouncer.ini" ],
+		'<', \undef, '>', \$out, '2>', \$err);
+	push @bouncers, $h;
+	return ($port, $dir, \$err, $h);
+}
+
+END
+{
+	# its exit status is not the test's
+	local $?;
+	for my $h (@bouncers)
+	{
+		$h->kill_kill if $h->pumpable;
+	}
+}
+
+# run_cmd($timeout_s, @cmd): run a program, stdin empty; (exit code or -1
+# if it timed out or could not start, stdout and stderr together)
+sub run_cmd
+{
+	my ($timeout, @cmd) = @_;
+	my $out = '';
+	my $ok = eval {
+		IPC::Run::run(\@cmd, '<', \undef, '>', \$out, '2>&1', IPC::Run::timeout($timeout));
+	};
+	$out .= "\n(timed out or failed to start: $@)" if $@;
+	my $rc = defined $ok && $? != -1 ? $? >> 8 : -1;
+	return ($rc, $out);
+}
+
+# in_path($prog): whether $prog is an executable in PATH
+sub in_path
+{
+	my ($prog) = @_;
+	return grep { -x "$_/$prog" } split /:/, $ENV{PATH};
 }
 
 # band_start($node [, $db]): the first token of the current band
