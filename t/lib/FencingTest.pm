@@ -53,8 +53,8 @@ my @bouncers;
 # a PgBouncer in transaction pooling mode in front of $node's database
 # postgres, on a free port of 127.0.0.1, trusting the users named, with
 # pool_size server connections at most.  Returns (port, its directory, a
-# reference to its stderr, its IPC::Run handle).  It is stopped when the test ends, whatever
-# happened.
+# reference to its stderr, its IPC::Run handle).  It is stopped when the
+# test ends, whatever happened.
 sub start_pgbouncer
 {
 	my ($node, %o) = @_;
