@@ -25,11 +25,13 @@ CREATE SEQUENCE fencing.token_band AS bigint
 CREATE SEQUENCE fencing.token_witness AS bigint
 	MINVALUE 1 NO CYCLE CACHE 1;
 
--- One row per lease, written only by the lease functions.  Only the
--- primary key is indexed and fillfactor leaves room, so every lease call
--- is a HOT update.
+-- One row per lease, written only by the lease functions.  A lease is
+-- slot 0 of its name; a semaphore of N slots has rows for slots 0 to N-1
+-- (created as they are first taken).  Only the primary key is indexed and
+-- fillfactor leaves room, so every lease call is a HOT update.
 CREATE TABLE fencing.leases (
-	name			text PRIMARY KEY,
+	name			text NOT NULL,
+	slot			integer NOT NULL DEFAULT 0 CHECK (slot >= 0),
 	holder			text NOT NULL,
 	holder_role		pg_catalog.regrole NOT NULL,
 	token			bigint NOT NULL,
@@ -42,7 +44,8 @@ CREATE TABLE fencing.leases (
 	acquires		bigint NOT NULL DEFAULT 0,
 	renewals		bigint NOT NULL DEFAULT 0,
 	releases		bigint NOT NULL DEFAULT 0,
-	expired_takeovers bigint NOT NULL DEFAULT 0
+	expired_takeovers bigint NOT NULL DEFAULT 0,
+	PRIMARY KEY (name, slot)
 ) WITH (fillfactor = 70);
 
 COMMENT ON TABLE fencing.leases IS
@@ -110,6 +113,18 @@ AS 'MODULE_PATHNAME', 'fencing_lease_acquire';
 
 COMMENT ON FUNCTION fencing.lease_acquire(text, text, interval, interval) IS
 	'A new token if the lease is free, expired or held by this holder, waiting up to wait; else NULL';
+
+-- A counting semaphore: up to "slots" holders at once, each with a token of
+-- its own.  Renew, release and check a slot with lease_renew,
+-- lease_release and lease_check, by the semaphore's name and the token.
+CREATE FUNCTION fencing.semaphore_acquire(name text, holder text, slots integer,
+										  ttl interval, wait interval DEFAULT '0')
+RETURNS bigint
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_semaphore_acquire';
+
+COMMENT ON FUNCTION fencing.semaphore_acquire(text, text, integer, interval, interval) IS
+	'A new token for one of the semaphore''s slots: the holder''s own, else a free or expired one, waiting up to wait; else NULL';
 
 CREATE FUNCTION fencing.lease_renew(name text, token bigint, ttl interval)
 RETURNS boolean
@@ -266,6 +281,7 @@ COMMENT ON FUNCTION fencing.lease_purge(interval) IS
 
 CREATE VIEW fencing.lease_status AS
 SELECT l.name,
+	   l.slot,
 	   l.holder,
 	   l.holder_role,
 	   l.token,
@@ -296,7 +312,7 @@ SELECT l.name,
   FROM fencing.leases AS l;
 
 COMMENT ON VIEW fencing.lease_status IS
-	'One row per lease: holder, token, times, state, holder changes and counters';
+	'One row per lease and per semaphore slot: holder, token, times, state, holder changes and counters';
 
 GRANT SELECT ON fencing.lease_status TO PUBLIC;
 

@@ -1,7 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * lease.c
- *	  lease_acquire, lease_renew, lease_release and lease_check.
+ *	  lease_acquire, semaphore_acquire, lease_renew, lease_release and
+ *	  lease_check.
+ *
+ * A lease is slot 0 of its name; a semaphore of N slots is slots 0 to
+ * N-1 of its name, each slot a lease of its own with its own holder and
+ * token.  Renew, release and check find a slot by its token, so they serve
+ * both; acquiring a semaphore slot looks at all of the name's rows first
+ * (fencing_survey_lease_slots).  Waiting is the same for both: one queue
+ * per name, in arrival order.
  *
  *-------------------------------------------------------------------------
  */
@@ -21,8 +29,13 @@
 
 #define LEASE_MAX_TTL_USECS		(INT64CONST(86400) * USECS_PER_SEC)
 #define LEASE_MAX_WAIT_USECS	(INT64CONST(86400) * USECS_PER_SEC)
+#define SEMAPHORE_MAX_SLOTS		1000
+
+/* "slots" of an acquire that is a lease's (slot 0 only), not a semaphore's */
+#define LEASE_ONLY				0
 
 FENCING_FUNCTION(fencing_lease_acquire);
+FENCING_FUNCTION(fencing_semaphore_acquire);
 FENCING_FUNCTION(fencing_lease_renew);
 FENCING_FUNCTION(fencing_lease_release);
 FENCING_FUNCTION(fencing_lease_check);
@@ -81,14 +94,15 @@ run_as_holder(LeaseStatement stmt, LeaseRequest *req)
 /* ---- acquiring ---- */
 
 /*
- * One attempt: take a free, expired or own row, else create it.  A
- * concurrent creator makes the insert do nothing: look once more, since
- * that creator may be the same holder in another session.  A row seen and
- * held by another needs neither.
+ * One attempt at a lease: take a free, expired or own row, else create
+ * it.  A concurrent creator makes the insert do nothing: look once more,
+ * since that creator may be the same holder in another session.  A row
+ * seen and held by another needs neither.
  */
 static bool
-try_acquire(const LeaseRequest *req, LeaseResult *res)
+try_acquire_lease(LeaseRequest *req, LeaseResult *res)
 {
+	req->slot = 0;
 	if (fencing_run_lease_statement(LEASE_TAKE, req, res) == 0)
 	{
 		/* seen and held by another: no need to try creating it */
@@ -99,6 +113,97 @@ try_acquire(const LeaseRequest *req, LeaseResult *res)
 			return false;
 	}
 	return true;
+}
+
+/*
+ * One attempt at a semaphore slot: the holder's own slot if it holds one
+ * (a holder holds at most one slot of a name, as it holds a lease once),
+ * else the lowest free or expired slot, else the lowest slot that has no
+ * row yet.  A statement that loses its slot to a concurrent acquire looks
+ * again; a few rounds bound that, so that a trigger that skips the row
+ * cannot keep us here.
+ */
+static bool
+try_acquire_slot(LeaseRequest *req, int32 slots, LeaseResult *res)
+{
+	for (int round = 0; round < slots + 2; round++)
+	{
+		LeaseSurvey survey;
+		LeaseStatement stmt;
+
+		fencing_survey_lease_slots(req, slots, &survey);
+		if (survey.own_slot >= 0)
+		{
+			req->slot = survey.own_slot;
+			stmt = LEASE_TAKE_OWN;
+		}
+		else if (survey.takeable_slot >= 0)
+		{
+			req->slot = survey.takeable_slot;
+			stmt = LEASE_TAKE;
+		}
+		else if (survey.missing_slot >= 0)
+		{
+			req->slot = survey.missing_slot;
+			stmt = LEASE_CREATE;
+		}
+		else
+			return false;
+		if (fencing_run_lease_statement(stmt, req, res) == 1)
+			return true;
+		CHECK_FOR_INTERRUPTS();
+	}
+	return false;
+}
+
+static bool
+try_acquire(LeaseRequest *req, int32 slots, LeaseResult *res)
+{
+	return slots == LEASE_ONLY ? try_acquire_lease(req, res) :
+		try_acquire_slot(req, slots, res);
+}
+
+/*
+ * After a failed attempt, when to try again, on the wall clock: 0 for at
+ * once, DT_NOEND for when a release wakes us.
+ */
+static TimestampTz
+next_chance(LeaseRequest *req, int32 slots)
+{
+	LeaseResult avail;
+	LeaseSurvey survey;
+
+	if (slots == LEASE_ONLY)
+	{
+		req->slot = 0;
+		if (fencing_run_lease_statement(LEASE_AVAILABLE_AT, req, &avail) == 1 &&
+			!avail.available_now)
+			return avail.available_at;
+		return DT_NOEND;
+	}
+	fencing_survey_lease_slots(req, slots, &survey);
+	if (survey.own_slot >= 0 || survey.takeable_slot >= 0 ||
+		survey.missing_slot >= 0)
+		return 0;
+	return survey.free_at;
+}
+
+/* The holder's own slot again, whatever the queue, with a new token. */
+static bool
+take_own(LeaseRequest *req, int32 slots, LeaseResult *res)
+{
+	LeaseSurvey survey;
+
+	if (slots == LEASE_ONLY)
+		req->slot = 0;
+	else
+	{
+		fencing_survey_lease_slots(req, slots, &survey);
+		if (survey.own_slot < 0)
+			return false;
+		req->slot = survey.own_slot;
+	}
+	return fencing_run_lease_statement(LEASE_TAKE_OWN, req, res) == 1;
 }
 
 /*
@@ -128,8 +233,8 @@ monotonic_usecs(void)
  * free is a wall-clock difference, and only ever shortens a sleep.
  */
 static bool
-wait_and_acquire(const LeaseRequest *req, int64 start, int64 wait_usecs,
-				 LeaseResult *res)
+wait_and_acquire(LeaseRequest *req, int32 slots, int64 start,
+				 int64 wait_usecs, LeaseResult *res)
 {
 	const char *nm = VARDATA_ANY(req->name);
 	int			len = VARSIZE_ANY_EXHDR(req->name);
@@ -140,10 +245,10 @@ wait_and_acquire(const LeaseRequest *req, int64 start, int64 wait_usecs,
 	{
 		int64		left;
 		int64		sleep_usecs;
-		LeaseResult avail;
+		TimestampTz chance;
 
 		/* registered first, so a release committed from now on wakes us */
-		if (try_acquire(req, res))
+		if (try_acquire(req, slots, res))
 		{
 			acquired = true;
 			break;
@@ -153,15 +258,15 @@ wait_and_acquire(const LeaseRequest *req, int64 start, int64 wait_usecs,
 			break;
 
 		sleep_usecs = left;
-		if (fencing_run_lease_statement(LEASE_AVAILABLE_AT, req, &avail) == 1 &&
-			!avail.available_now)
+		chance = next_chance(req, slots);
+		if (chance != DT_NOEND)
 		{
 			TimestampTz now = GetCurrentTimestamp();
 
-			if (avail.available_at <= now)
+			if (chance <= now)
 				sleep_usecs = 0;
-			else if (avail.available_at - now < sleep_usecs)
-				sleep_usecs = avail.available_at - now;
+			else if (chance - now < sleep_usecs)
+				sleep_usecs = chance - now;
 		}
 		if (sleep_usecs > 0)
 			fencing_waiter_sleep((long) ((sleep_usecs + 999) / 1000));
@@ -178,7 +283,8 @@ wait_and_acquire(const LeaseRequest *req, int64 start, int64 wait_usecs,
  * waiter the head.  A holder re-acquiring its own lease does not queue.
  */
 static bool
-acquire_waiting(const LeaseRequest *req, int64 wait_usecs, LeaseResult *res)
+acquire_waiting(LeaseRequest *req, int32 slots, int64 wait_usecs,
+				LeaseResult *res)
 {
 	const char *nm = VARDATA_ANY(req->name);
 	int			len = VARSIZE_ANY_EXHDR(req->name);
@@ -187,15 +293,56 @@ acquire_waiting(const LeaseRequest *req, int64 wait_usecs, LeaseResult *res)
 
 	if (!fencing_queue_try_enter(nm, len))
 	{
-		if (fencing_run_lease_statement(LEASE_TAKE_OWN, req, res) == 1)
+		if (take_own(req, slots, res))
 			return true;
 		if (!fencing_queue_enter(nm, len,
 								 wait_usecs - (monotonic_usecs() - start)))
 			return false;
 	}
-	acquired = wait_and_acquire(req, start, wait_usecs, res);
+	acquired = wait_and_acquire(req, slots, start, wait_usecs, res);
 	fencing_queue_leave(nm, len);
 	return acquired;
+}
+
+/*
+ * The acquire common to lease_acquire and semaphore_acquire, once the
+ * arguments are checked: a new token, or 0 when none could be had within
+ * the wait.
+ */
+static int64
+acquire(LeaseRequest *req, int32 slots, int64 wait_usecs)
+{
+	LeaseResult res = {0};
+
+	/* a waiter needs fresh snapshots to see the lease come free */
+	if (wait_usecs > 0 && IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("waiting for a lease requires the READ COMMITTED isolation level"),
+				 errhint("Acquire with wait => '0' and retry in a new transaction.")));
+
+	if (wait_usecs == 0)
+	{
+		/* try once, whoever waits */
+		if (!try_acquire(req, slots, &res))
+		{
+			for (int s = 0; s < Max(slots, 1); s++)
+			{
+				req->slot = s;
+				fencing_check_lease_snapshot(LEASE_TAKEABLE, req);
+			}
+			return 0;
+		}
+	}
+	else if (!acquire_waiting(req, slots, wait_usecs, &res))
+		return 0;
+
+	fencing_notify(res.takeover ? "takeover" : "acquire",
+				   VARDATA_ANY(req->name), VARSIZE_ANY_EXHDR(req->name),
+				   res.token, text_to_cstring(req->holder));
+	/* an acknowledged lease survives a crash, whatever synchronous_commit */
+	ForceSyncCommit();
+	return res.token;
 }
 
 /*
@@ -208,8 +355,8 @@ Datum
 fencing_lease_acquire(PG_FUNCTION_ARGS)
 {
 	LeaseRequest req = {0};
-	LeaseResult res = {0};
 	int64		wait_usecs;
+	int64		token;
 
 	req.name = fencing_name_arg(fcinfo, 0, "lease name");
 	req.holder = fencing_name_arg(fcinfo, 1, "lease holder");
@@ -222,31 +369,47 @@ fencing_lease_acquire(PG_FUNCTION_ARGS)
 									  LEASE_MAX_WAIT_USECS, "1 day", true);
 	PreventCommandIfReadOnly("fencing.lease_acquire()");
 
-	/* a waiter needs fresh snapshots to see the lease come free */
-	if (wait_usecs > 0 && IsolationUsesXactSnapshot())
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("waiting for a lease requires the READ COMMITTED isolation level"),
-				 errhint("Acquire with wait => '0' and retry in a new transaction.")));
-
-	if (wait_usecs == 0)
-	{
-		/* try once, whoever waits */
-		if (!try_acquire(&req, &res))
-		{
-			fencing_check_lease_snapshot(LEASE_TAKEABLE, &req);
-			PG_RETURN_NULL();
-		}
-	}
-	else if (!acquire_waiting(&req, wait_usecs, &res))
+	token = acquire(&req, LEASE_ONLY, wait_usecs);
+	if (token == 0)
 		PG_RETURN_NULL();
+	PG_RETURN_INT64(token);
+}
 
-	fencing_notify(res.takeover ? "takeover" : "acquire",
-				   VARDATA_ANY(req.name), VARSIZE_ANY_EXHDR(req.name),
-				   res.token, text_to_cstring(req.holder));
-	/* an acknowledged lease survives a crash, whatever synchronous_commit */
-	ForceSyncCommit();
-	PG_RETURN_INT64(res.token);
+/*
+ * semaphore_acquire(name, holder, slots, ttl, wait): as lease_acquire, for
+ * one of the first "slots" slots of the name.  Each holder gets a token of
+ * its own; a semaphore of one slot is the lease of that name.
+ */
+Datum
+fencing_semaphore_acquire(PG_FUNCTION_ARGS)
+{
+	LeaseRequest req = {0};
+	int32		slots;
+	int64		wait_usecs;
+	int64		token;
+
+	req.name = fencing_name_arg(fcinfo, 0, "semaphore name");
+	req.holder = fencing_name_arg(fcinfo, 1, "semaphore holder");
+	req.role = GetUserId();
+	fencing_require_arg(fcinfo, 2, "number of slots");
+	slots = PG_GETARG_INT32(2);
+	if (slots < 1 || slots > SEMAPHORE_MAX_SLOTS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("number of slots must be between 1 and %d", SEMAPHORE_MAX_SLOTS),
+				 errdetail("It is %d.", slots)));
+	req.ttl = fencing_usecs_interval(fencing_duration_arg(fcinfo, 3, "lease TTL",
+														  LEASE_MAX_TTL_USECS,
+														  "1 day", false));
+	req.lock_delay = fencing_usecs_interval((int64) lock_delay_ms * 1000);
+	wait_usecs = fencing_duration_arg(fcinfo, 4, "wait interval",
+									  LEASE_MAX_WAIT_USECS, "1 day", true);
+	PreventCommandIfReadOnly("fencing.semaphore_acquire()");
+
+	token = acquire(&req, slots, wait_usecs);
+	if (token == 0)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(token);
 }
 
 Datum

@@ -37,6 +37,8 @@ typedef enum LeaseStatement
 typedef struct LeaseRequest
 {
 	text	   *name;			/* the lease */
+	int32		slot;			/* TAKE, TAKE_OWN, CREATE, AVAILABLE_AT,
+								 * TAKEABLE: 0 for a lease, or a semaphore's */
 	text	   *holder;			/* TAKE, TAKE_OWN, CREATE, TAKEABLE */
 	Oid			role;			/* the holder's role */
 	int64		token;			/* RENEW, RELEASE, CHECK, HOLDER_ROLE */
@@ -57,6 +59,19 @@ typedef struct LeaseResult
 	bool		row_seen;		/* saw the row, which did not qualify */
 } LeaseResult;
 
+/*
+ * What one look at a semaphore's rows found (lease_row.c): the slot to try
+ * first, and when the next one comes free.  Slots are -1 when none.
+ */
+typedef struct LeaseSurvey
+{
+	int32		own_slot;		/* held (not released) by the requester */
+	int32		takeable_slot;	/* below "slots": released, or free after
+								 * expiry and lock delay */
+	int32		missing_slot;	/* below "slots": no row yet */
+	TimestampTz free_at;		/* else: the earliest a slot comes free */
+} LeaseSurvey;
+
 /* lease_store.c: runs any statement, the SQL ones itself */
 extern uint64 fencing_run_lease_statement(LeaseStatement stmt,
 										  const LeaseRequest *req,
@@ -70,6 +85,8 @@ extern uint64 fencing_run_lease_row(LeaseStatement stmt,
 									LeaseResult *result);
 extern void fencing_check_lease_snapshot(LeaseStatement probe,
 										 const LeaseRequest *req);
+extern void fencing_survey_lease_slots(const LeaseRequest *req, int32 slots,
+									   LeaseSurvey *survey);
 
 /* lease.c */
 extern void fencing_lease_init(void);

@@ -33,7 +33,8 @@ require_lease_admin(const char *what)
 
 /*
  * lease_force_release(name) ends a live lease whoever holds it, or the
- * lock delay of an expired one; true if there was one.  The holder's token is stale from then on, like after a
+ * lock delay of an expired one, and so every slot of a semaphore; true if
+ * there was one.  The holder's token is stale from then on, like after a
  * takeover.  Logged, since it overrides a holder.
  */
 Datum
@@ -41,23 +42,27 @@ fencing_lease_force_release(PG_FUNCTION_ARGS)
 {
 	LeaseRequest req = {0};
 	LeaseResult res = {0};
+	bool		released = false;
 
 	require_lease_admin("fencing.lease_force_release");
 	PreventCommandIfReadOnly("fencing.lease_force_release()");
 	req.name = fencing_name_arg(fcinfo, 0, "lease name");
 
-	if (fencing_run_lease_statement(LEASE_FORCE_RELEASE, &req, &res) == 0)
-		PG_RETURN_BOOL(false);
-
-	ereport(LOG,
-			(errmsg("lease \"%s\" force-released by role \"%s\"",
-					text_to_cstring(req.name),
-					GetUserNameFromId(GetUserId(), false)),
-			 errdetail("Holder \"%s\" with token %lld lost the lease.",
-					   res.holder, (long long) res.token)));
-	fencing_lease_freed(req.name, res.token, "force_release", res.holder);
-	ForceSyncCommit();
-	PG_RETURN_BOOL(true);
+	/* each slot of a semaphore, one at a time; a lease has one */
+	while (fencing_run_lease_statement(LEASE_FORCE_RELEASE, &req, &res) == 1)
+	{
+		ereport(LOG,
+				(errmsg("lease \"%s\" force-released by role \"%s\"",
+						text_to_cstring(req.name),
+						GetUserNameFromId(GetUserId(), false)),
+				 errdetail("Holder \"%s\" with token %lld lost the lease.",
+						   res.holder, (long long) res.token)));
+		fencing_lease_freed(req.name, res.token, "force_release", res.holder);
+		released = true;
+	}
+	if (released)
+		ForceSyncCommit();
+	PG_RETURN_BOOL(released);
 }
 
 /*

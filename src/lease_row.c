@@ -62,6 +62,7 @@
 typedef enum LeaseColumn
 {
 	COL_NAME,
+	COL_SLOT,
 	COL_HOLDER,
 	COL_HOLDER_ROLE,
 	COL_TOKEN,
@@ -84,6 +85,7 @@ static const struct
 	Oid			type;
 }			lease_columns[NUM_LEASE_COLUMNS] = {
 	[COL_NAME] = {"name", TEXTOID},
+	[COL_SLOT] = {"slot", INT4OID},
 	[COL_HOLDER] = {"holder", TEXTOID},
 	[COL_HOLDER_ROLE] = {"holder_role", REGROLEOID},
 	[COL_TOKEN] = {"token", INT8OID},
@@ -106,18 +108,28 @@ static const struct
 static struct
 {
 	uint64		generation;		/* of the catalog when learned; 0: never */
-	Oid			key_oid;		/* the primary key, on name */
-	RegProcedure name_eq_proc;	/* its equality function */
+	Oid			key_oid;		/* the primary key, on (name, slot) */
+	RegProcedure name_eq_proc;	/* its equality functions */
+	RegProcedure slot_eq_proc;
 	Oid			name_collation;
 	int			att[NUM_LEASE_COLUMNS]; /* 0-based attribute numbers */
 }			layout;
+
+/* The equality function of a key column's operator family, or InvalidOid. */
+static RegProcedure
+key_equality(Relation key, int col, Oid type)
+{
+	Oid			eq = get_opfamily_member(key->rd_opfamily[col], type, type,
+										 BTEqualStrategyNumber);
+
+	return OidIsValid(eq) ? get_opcode(eq) : InvalidOid;
+}
 
 static void
 learn_layout(Relation rel)
 {
 	TupleDesc	desc = RelationGetDescr(rel);
 	Relation	key;
-	Oid			eq = InvalidOid;
 	bool		ok;
 
 	for (int c = 0; c < NUM_LEASE_COLUMNS; c++)
@@ -161,22 +173,23 @@ learn_layout(Relation rel)
 	{
 		key = index_open(layout.key_oid, AccessShareLock);
 		ok = key->rd_rel->relam == BTREE_AM_OID &&
-			key->rd_index->indnatts == 1 &&
-			key->rd_index->indkey.values[0] == layout.att[COL_NAME] + 1;
+			key->rd_index->indnatts == 2 &&
+			key->rd_index->indkey.values[0] == layout.att[COL_NAME] + 1 &&
+			key->rd_index->indkey.values[1] == layout.att[COL_SLOT] + 1;
 		if (ok)
 		{
-			eq = get_opfamily_member(key->rd_opfamily[0], TEXTOID, TEXTOID,
-									 BTEqualStrategyNumber);
-			layout.name_eq_proc = OidIsValid(eq) ? get_opcode(eq) : InvalidOid;
+			layout.name_eq_proc = key_equality(key, 0, TEXTOID);
+			layout.slot_eq_proc = key_equality(key, 1, INT4OID);
 			layout.name_collation = key->rd_indcollation[0];
-			ok = OidIsValid(layout.name_eq_proc);
+			ok = OidIsValid(layout.name_eq_proc) &&
+				OidIsValid(layout.slot_eq_proc);
 		}
 		index_close(key, AccessShareLock);
 	}
 	if (!ok)
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCING_LEASES_UNSUPPORTED),
-				 errmsg("fencing.leases has no btree primary key on \"name\""),
+				 errmsg("fencing.leases has no btree primary key on (name, slot)"),
 				 errhint("Reinstall the extension.")));
 }
 
@@ -259,28 +272,73 @@ refuse_unsupported(Relation rel, bool writes)
 #define COL(slot, c)		((slot)->tts_values[layout.att[c]])
 #define COL_ISNULL(slot, c) ((slot)->tts_isnull[layout.att[c]])
 
-/* Find the lease row as "snapshot" sees it. */
-static bool
-look(Relation rel, Relation key, Snapshot snapshot, text *name,
-	 TupleTableSlot *slot)
+/*
+ * Scan the rows of one name as "snapshot" sees them, in slot order: all
+ * of them, or (slot >= 0) that slot's.
+ */
+static IndexScanDesc
+begin_name_scan(Relation rel, Relation key, Snapshot snapshot, text *name,
+				int32 slot)
 {
-	ScanKeyData skey;
+	ScanKeyData skeys[2];
+	int			nkeys = slot >= 0 ? 2 : 1;
 	IndexScanDesc scan;
-	bool		found;
 
-	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
+	ScanKeyEntryInitialize(&skeys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   layout.name_collation, layout.name_eq_proc,
 						   PointerGetDatum(name));
+	ScanKeyEntryInitialize(&skeys[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
+						   InvalidOid, layout.slot_eq_proc,
+						   Int32GetDatum(slot));
 #if PG_VERSION_NUM >= 180000
-	scan = index_beginscan(rel, key, snapshot, NULL, 1, 0);
+	scan = index_beginscan(rel, key, snapshot, NULL, nkeys, 0);
 #else
-	scan = index_beginscan(rel, key, snapshot, 1, 0);
+	scan = index_beginscan(rel, key, snapshot, nkeys, 0);
 #endif
-	index_rescan(scan, &skey, 1, NULL, 0);
-	found = index_getnext_slot(scan, ForwardScanDirection, slot);
-	index_endscan(scan);
-	if (found)
+	index_rescan(scan, skeys, nkeys, NULL, 0);
+	return scan;
+}
+
+static bool qualifies(LeaseStatement stmt, TupleTableSlot *row,
+					  const LeaseRequest *req, TimestampTz now);
+
+/* Does the statement find its row by the token, among the name's rows? */
+static bool
+finds_by_token(LeaseStatement stmt)
+{
+	return stmt == LEASE_RENEW || stmt == LEASE_RELEASE ||
+		stmt == LEASE_CHECK || stmt == LEASE_HOLDER_ROLE;
+}
+
+/*
+ * Find the statement's row as "snapshot" sees it.  Acquiring statements
+ * name the slot; renew, release and check find the slot that has the
+ * token (tokens are never issued twice); a forced release, the first
+ * slot it would end.
+ */
+static bool
+look(Relation rel, Relation key, Snapshot snapshot, LeaseStatement stmt,
+	 const LeaseRequest *req, TimestampTz now, TupleTableSlot *slot)
+{
+	bool		by_token = finds_by_token(stmt);
+	bool		by_slot = !by_token && stmt != LEASE_FORCE_RELEASE;
+	IndexScanDesc scan;
+	bool		found = false;
+
+	scan = begin_name_scan(rel, key, snapshot, req->name,
+						   by_slot ? req->slot : -1);
+	while (index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
 		slot_getallattrs(slot);
+		if (by_slot ||
+			(by_token ? DatumGetInt64(COL(slot, COL_TOKEN)) == req->token :
+			 qualifies(stmt, slot, req, now)))
+		{
+			found = true;
+			break;
+		}
+	}
+	index_endscan(scan);
 	return found;
 }
 
@@ -617,19 +675,20 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 	for (;;)
 	{
 		Snapshot	snapshot;
-		TimestampTz now = 0;
+		TimestampTz now;
 		TM_FailureData tmfd;
 		TM_Result	tm;
 		bool		again = false;
 
 		snapshot = RegisterSnapshot(latest ? GetLatestSnapshot() :
 									GetTransactionSnapshot());
-		if (!look(rel, key, snapshot, req->name, old))
+		now = GetCurrentTimestamp();
+		if (!look(rel, key, snapshot, stmt, req, now, old))
 		{
 			/* TAKEABLE: a lease that does not exist may be created */
 			processed = stmt == LEASE_TAKEABLE ? 1 : 0;
 		}
-		else if (now = GetCurrentTimestamp(), !qualifies(stmt, old, req, now))
+		else if (!qualifies(stmt, old, req, now))
 		{
 			if (result != NULL)
 				result->row_seen = true;
@@ -755,4 +814,70 @@ fencing_check_lease_snapshot(LeaseStatement probe, const LeaseRequest *req)
 				 errmsg("could not serialize access due to concurrent update of lease \"%s\"",
 						text_to_cstring(req->name)),
 				 errhint("The transaction might succeed if retried.")));
+}
+
+/*
+ * Look at all the rows of a semaphore's name at once, with one snapshot
+ * and one clock reading, as an acquire would judge them: which slot the
+ * requester should try to take (its own, wherever it is; else a takeable
+ * one below "slots"; else the lowest missing one), and when the next of
+ * the others comes free.  Takes no lock: the statement that then takes the
+ * slot judges it again, locked.
+ */
+void
+fencing_survey_lease_slots(const LeaseRequest *req, int32 slots,
+						   LeaseSurvey *survey)
+{
+	FencingOwnerScope scope;
+	Relation	rel;
+	Relation	key;
+	TupleTableSlot *row;
+	Snapshot	snapshot;
+	IndexScanDesc scan;
+	TimestampTz now;
+	int32		next = 0;		/* the lowest slot not seen yet */
+
+	survey->own_slot = survey->takeable_slot = survey->missing_slot = -1;
+	TIMESTAMP_NOEND(survey->free_at);
+
+	fencing_become_owner(&scope);
+	rel = open_leases(AccessShareLock);
+	refuse_unsupported(rel, false);
+	key = index_open(layout.key_oid, AccessShareLock);
+	row = table_slot_create(rel, NULL);
+
+	CommandCounterIncrement();
+	snapshot = RegisterSnapshot(GetTransactionSnapshot());
+	now = GetCurrentTimestamp();
+	scan = begin_name_scan(rel, key, snapshot, req->name, -1);
+	while (index_getnext_slot(scan, ForwardScanDirection, row))
+	{
+		int32		s;
+
+		slot_getallattrs(row);
+		s = DatumGetInt32(COL(row, COL_SLOT));
+		if (survey->own_slot < 0 && qualifies(LEASE_TAKE_OWN, row, req, now))
+			survey->own_slot = s;
+		if (s >= slots)
+			continue;
+		if (survey->missing_slot < 0 && s > next)
+			survey->missing_slot = next;
+		next = s + 1;
+		if (qualifies(LEASE_TAKE, row, req, now))
+		{
+			if (survey->takeable_slot < 0)
+				survey->takeable_slot = s;
+		}
+		else if (free_at(row) < survey->free_at)
+			survey->free_at = free_at(row);
+	}
+	if (survey->missing_slot < 0 && next < slots)
+		survey->missing_slot = next;
+	index_endscan(scan);
+	UnregisterSnapshot(snapshot);
+
+	ExecDropSingleTupleTableSlot(row);
+	index_close(key, NoLock);
+	table_close(rel, NoLock);
+	fencing_restore_user(&scope);
 }

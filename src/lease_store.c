@@ -24,6 +24,7 @@ typedef enum LeaseField
 {
 	F_NONE,
 	F_NAME,
+	F_SLOT,
 	F_HOLDER,
 	F_ROLE,
 	F_TTL,
@@ -36,6 +37,7 @@ typedef enum LeaseField
 static const Oid field_types[] = {
 	[F_NONE] = InvalidOid,
 	[F_NAME] = TEXTOID,
+	[F_SLOT] = INT4OID,
 	[F_HOLDER] = TEXTOID,
 	[F_ROLE] = REGROLEOID,
 	[F_TTL] = INTERVALOID,
@@ -45,7 +47,7 @@ static const Oid field_types[] = {
 	[F_TAKEOVER] = BOOLOID,
 };
 
-#define MAX_LEASE_PARAMS	5
+#define MAX_LEASE_PARAMS	6
 #define MAX_LEASE_RESULTS	2
 
 typedef struct LeaseStatementDef
@@ -69,15 +71,16 @@ static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
 	 */
 	[LEASE_CREATE] = {
 		"INSERT INTO fencing.leases AS l"
-		"       (name, holder, holder_role, token, acquired_at, expires_at,"
-		"        lock_delay, acquires)"
-		" SELECT $1, $2, $3, fencing.next_token(), " NOW ", (" NOW PLUS "$4),"
-		"        $5, 1"
+		"       (name, slot, holder, holder_role, token, acquired_at,"
+		"        expires_at, lock_delay, acquires)"
+		" SELECT $1, $6, $2, $3, fencing.next_token(), " NOW ","
+		"        (" NOW PLUS "$4), $5, 1"
 		"  WHERE NOT EXISTS (SELECT FROM fencing.leases AS o"
-		"                     WHERE o.name" EQ "$1)"
-		" ON CONFLICT (name) DO NOTHING"
+		"                     WHERE o.name" EQ "$1 AND o.slot" EQ "$6)"
+		" ON CONFLICT (name, slot) DO NOTHING"
 		" RETURNING l.token, l.takeover",
-		{F_NAME, F_HOLDER, F_ROLE, F_TTL, F_LOCK_DELAY}, {F_TOKEN, F_TAKEOVER}
+		{F_NAME, F_HOLDER, F_ROLE, F_TTL, F_LOCK_DELAY, F_SLOT},
+		{F_TOKEN, F_TAKEOVER}
 	},
 	/*
 	 * $1 cutoff: delete leases free since before it, released or expired
@@ -90,12 +93,12 @@ static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
 	 */
 	[LEASE_PURGE] = {
 		"DELETE FROM fencing.leases AS l"
-		" WHERE l.name" EQ "ANY ("
-		"       SELECT f.name FROM fencing.leases AS f"
-		"        WHERE COALESCE(f.released_at,"
-		"                       (f.expires_at" PLUS "f.lock_delay))"
-		"              OPERATOR(pg_catalog.<) $1"
-		"          FOR UPDATE OF f SKIP LOCKED)",
+		" USING (SELECT f.name, f.slot FROM fencing.leases AS f"
+		"         WHERE COALESCE(f.released_at,"
+		"                        (f.expires_at" PLUS "f.lock_delay))"
+		"               OPERATOR(pg_catalog.<) $1"
+		"           FOR UPDATE OF f SKIP LOCKED) AS d"
+		" WHERE l.name" EQ "d.name AND l.slot" EQ "d.slot",
 		{F_CUTOFF}
 	},
 };
@@ -146,6 +149,9 @@ request_params(LeaseStatement stmt, const LeaseRequest *req, Datum *values)
 		{
 			case F_NAME:
 				values[i] = PointerGetDatum(req->name);
+				break;
+			case F_SLOT:
+				values[i] = Int32GetDatum(req->slot);
 				break;
 			case F_HOLDER:
 				values[i] = PointerGetDatum(req->holder);
