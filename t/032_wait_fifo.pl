@@ -10,7 +10,8 @@
 #   - with a waiter cancelled and one timed out while queued: the others
 #     still come in order, and the two leave no lock behind.
 # A newcomer that waits queues behind them; one with wait => '0' tries
-# once and may take a free lease ahead of them (today's meaning).
+# once and may take a free lease ahead of them (today's meaning).  A
+# semaphore's waiters queue the same way for whichever slot comes free.
 # Each round runs $ROUNDS times (FENCING_FIFO_ROUNDS).
 use strict;
 use warnings;
@@ -208,6 +209,34 @@ for my $round (1 .. $ROUNDS)
 	push @orders, "leave: $order";
 	is($order, 'w1 w3 w5 w6', "without the two that left, in order: $order");
 	is(queue_locks($lease), '0', 'no queue or wake-up lock left');
+}
+
+# ---- a semaphore's waiters: the same queue, whichever slot comes free.
+# Two slots, both held; the waiters take a slot for 1 s each, so each freed
+# slot (by release first, then by expiry) goes to the head of the queue.
+for my $round (1 .. $ROUNDS)
+{
+	my $sem = "fifo_sem_$round";
+	my @held = map {
+		$node->safe_psql('postgres',
+			"SELECT fencing.semaphore_acquire('$sem', 'holder$_', 2, '10 min')")
+	} (1, 2);
+	my @w;
+	for my $i (1 .. $N)
+	{
+		push @w, start_waiter($sem, $i,
+			"SELECT fencing.semaphore_acquire('$sem', 'w$i', 2, '1 s', '120 s');\n");
+	}
+	$node->safe_psql('postgres', "SELECT fencing.lease_release('$sem', $_)") for @held;
+	my %got = map { ("w$_" => finish_psql($w[ $_ - 1 ])) } 1 .. $N;
+	my $order = order_of(%got);
+	push @orders, "semaphore: $order";
+	is($order, $expected, "round $round, a semaphore's freed slots: $order")
+	  or diag(join("\n", map { "w$_: $w[$_-1]{err}" } 1 .. $N));
+	is($node->safe_psql('postgres',
+			"SELECT count(*) || ' slots, ' || sum(acquires) || ' acquires' FROM fencing.lease_status WHERE name = '$sem'"),
+		'2 slots, ' . ($N + 2) . ' acquires', 'two slots served the two holders and all waiters');
+	is(queue_locks($sem), '0', 'no queue or wake-up lock left');
 }
 
 note("orders: " . join('; ', @orders));
