@@ -20,4 +20,5 @@ INSERT INTO pg_temp.fencing_expected_functions (signature) VALUES
 ('fencing.lease_release(name text, token bigint) RETURNS boolean VOLATILE PARALLEL UNSAFE'),
 ('fencing.lease_renew(name text, token bigint, ttl interval) RETURNS boolean VOLATILE PARALLEL UNSAFE'),
 ('fencing.lease_renew_all(names text[], tokens bigint[], ttl interval) RETURNS TABLE(name text, token bigint, renewed boolean) VOLATILE PARALLEL UNSAFE'),
-('fencing.next_token() RETURNS bigint VOLATILE PARALLEL UNSAFE');
+('fencing.next_token() RETURNS bigint VOLATILE PARALLEL UNSAFE'),
+('fencing.semaphore_acquire(name text, holder text, slots integer, ttl interval, wait interval DEFAULT ''00:00:00''::interval) RETURNS bigint VOLATILE PARALLEL UNSAFE');
