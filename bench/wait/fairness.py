@@ -315,7 +315,9 @@ def fmt(x, d=3):
 
 
 def ratio(a, b):
-    if not b or b != b or a != a:
+    # a ratio of a negative median (the waiter returned before the
+    # releasing client did) means nothing
+    if not b or b != b or a != a or a <= 0 or b <= 0:
         return "n/a"
     return f"{a / b:.2f}x"
 
@@ -368,6 +370,7 @@ def report(res, args, info, load_before, load_after, date):
     row("waits that ran out (30 s)", lambda r: str(r["timeouts"]))
     row("handover median (ms)", lambda r: fmt(r["handover_ms"]["median"]))
     row("handover p99 (ms)", lambda r: fmt(r["handover_ms"]["p99"]))
+    row("handover mean (ms)", lambda r: fmt(r["handover_ms"]["mean"]))
     row("token order = grant order",
         lambda r: {True: "yes", False: "**NO**", None: "-"}[r["token_order_matches_grant_order"]])
     row("errors", lambda r: str(r["error_count"]))
@@ -384,6 +387,7 @@ def report(res, args, info, load_before, load_after, date):
                          ("wait max", lambda r: r["wait_ms"]["max"]),
                          ("handover median", lambda r: r["handover_ms"]["median"]),
                          ("handover p99", lambda r: r["handover_ms"]["p99"]),
+                         ("handover mean", lambda r: r["handover_ms"]["mean"]),
                          ("max/min grants per client",
                           lambda r: r["count_max"] / r["count_min"] if r["count_min"] else float("inf"))):
             p(f"| {title} | " + " | ".join(ratio(g(res[c]), g(f)) for c in names if c != "fifo") + " |")

@@ -12,7 +12,8 @@
 # The extension is built and installed into a private copy of the server
 # (scripts/deps.sh fencing_private_install), never into the system's, and
 # measured in a throwaway cluster of that copy (scripts/tmp_cluster.sh, as
-# user postgres).  Results: stdout and bench/wait/results-fairness-<date>.md.
+# user postgres).  Results: stdout and bench/wait/results-fairness-<date>.md (and .json:
+# the summaries).
 set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/../.."
@@ -60,6 +61,7 @@ if [ $status -ne 0 ] || [ ! -s "$work/result.md" ]; then
 	exit 1
 fi
 cp "$work/result.md" "$result"
+cp "$work/result.json" "${result%.md}.json"
 echo
 cat "$result"
 echo
