@@ -346,6 +346,22 @@ acquire(LeaseRequest *req, int32 slots, int64 wait_usecs)
 }
 
 /*
+ * The TTL (argument ttl_argno) and the wait (the next one) of an acquire,
+ * with the session's lock delay, into *req; returns the wait.
+ */
+static int64
+acquire_times_arg(FunctionCallInfo fcinfo, int ttl_argno, LeaseRequest *req)
+{
+	req->ttl = fencing_usecs_interval(fencing_duration_arg(fcinfo, ttl_argno,
+														   "lease TTL",
+														   LEASE_MAX_TTL_USECS,
+														   "1 day", false));
+	req->lock_delay = fencing_usecs_interval((int64) lock_delay_ms * 1000);
+	return fencing_duration_arg(fcinfo, ttl_argno + 1, "wait interval",
+								LEASE_MAX_WAIT_USECS, "1 day", true);
+}
+
+/*
  * lease_acquire(name, holder, ttl, wait) returns a new token, or NULL when
  * another holder's unexpired lease stands (after waiting up to "wait").
  * "Another holder" is a different holder name, or the same name acquired
@@ -361,12 +377,7 @@ fencing_lease_acquire(PG_FUNCTION_ARGS)
 	req.name = fencing_name_arg(fcinfo, 0, "lease name");
 	req.holder = fencing_name_arg(fcinfo, 1, "lease holder");
 	req.role = GetUserId();
-	req.ttl = fencing_usecs_interval(fencing_duration_arg(fcinfo, 2, "lease TTL",
-														  LEASE_MAX_TTL_USECS,
-														  "1 day", false));
-	req.lock_delay = fencing_usecs_interval((int64) lock_delay_ms * 1000);
-	wait_usecs = fencing_duration_arg(fcinfo, 3, "wait interval",
-									  LEASE_MAX_WAIT_USECS, "1 day", true);
+	wait_usecs = acquire_times_arg(fcinfo, 2, &req);
 	PreventCommandIfReadOnly("fencing.lease_acquire()");
 
 	token = acquire(&req, LEASE_ONLY, wait_usecs);
@@ -398,12 +409,7 @@ fencing_semaphore_acquire(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("number of slots must be between 1 and %d", SEMAPHORE_MAX_SLOTS),
 				 errdetail("It is %d.", slots)));
-	req.ttl = fencing_usecs_interval(fencing_duration_arg(fcinfo, 3, "lease TTL",
-														  LEASE_MAX_TTL_USECS,
-														  "1 day", false));
-	req.lock_delay = fencing_usecs_interval((int64) lock_delay_ms * 1000);
-	wait_usecs = fencing_duration_arg(fcinfo, 4, "wait interval",
-									  LEASE_MAX_WAIT_USECS, "1 day", true);
+	wait_usecs = acquire_times_arg(fcinfo, 3, &req);
 	PreventCommandIfReadOnly("fencing.semaphore_acquire()");
 
 	token = acquire(&req, slots, wait_usecs);
