@@ -116,10 +116,33 @@ try_acquire_lease(LeaseRequest *req, LeaseResult *res)
 }
 
 /*
+ * Take one of the free or expired slots the survey found, lowest first.
+ * Concurrent acquirers see the same slots free: rather than queue behind
+ * each other on the lowest one's row lock, each skips a slot whose row
+ * another transaction has locked, as SKIP LOCKED would, and takes the
+ * next.  The last one is waited for, so that a slot that is being taken
+ * by a transaction that then rolls back is not missed.
+ */
+static bool
+take_free_slot(LeaseRequest *req, const LeaseSurvey *survey, LeaseResult *res)
+{
+	bool		taken = false;
+
+	for (int i = 0; i < survey->ntakeable && !taken; i++)
+	{
+		req->slot = survey->takeable[i];
+		req->skip_locked = i < survey->ntakeable - 1;
+		taken = fencing_run_lease_statement(LEASE_TAKE, req, res) == 1;
+	}
+	req->skip_locked = false;
+	return taken;
+}
+
+/*
  * One attempt at a semaphore slot: the holder's own slot if it holds one
  * (a holder holds at most one slot of a name, as it holds a lease once),
  * else the lowest free or expired slot, else the lowest slot that has no
- * row yet.  A statement that loses its slot to a concurrent acquire looks
+ * row yet.  An attempt that loses its slots to concurrent acquires looks
  * again; a few rounds bound that, so that a trigger that skips the row
  * cannot keep us here.
  */
@@ -129,27 +152,24 @@ try_acquire_slot(LeaseRequest *req, int32 slots, LeaseResult *res)
 	for (int round = 0; round < slots + 2; round++)
 	{
 		LeaseSurvey survey;
-		LeaseStatement stmt;
+		bool		taken;
 
 		fencing_survey_lease_slots(req, slots, &survey);
 		if (survey.own_slot >= 0)
 		{
 			req->slot = survey.own_slot;
-			stmt = LEASE_TAKE_OWN;
+			taken = fencing_run_lease_statement(LEASE_TAKE_OWN, req, res) == 1;
 		}
-		else if (survey.takeable_slot >= 0)
-		{
-			req->slot = survey.takeable_slot;
-			stmt = LEASE_TAKE;
-		}
+		else if (survey.ntakeable > 0)
+			taken = take_free_slot(req, &survey, res);
 		else if (survey.missing_slot >= 0)
 		{
 			req->slot = survey.missing_slot;
-			stmt = LEASE_CREATE;
+			taken = fencing_run_lease_statement(LEASE_CREATE, req, res) == 1;
 		}
 		else
 			return false;
-		if (fencing_run_lease_statement(stmt, req, res) == 1)
+		if (taken)
 			return true;
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -182,7 +202,7 @@ next_chance(LeaseRequest *req, int32 slots)
 		return DT_NOEND;
 	}
 	fencing_survey_lease_slots(req, slots, &survey);
-	if (survey.own_slot >= 0 || survey.takeable_slot >= 0 ||
+	if (survey.own_slot >= 0 || survey.ntakeable > 0 ||
 		survey.missing_slot >= 0)
 		return 0;
 	return survey.free_at;

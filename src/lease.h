@@ -45,6 +45,8 @@ typedef struct LeaseRequest
 	Datum		ttl;			/* interval: TAKE, TAKE_OWN, CREATE, RENEW */
 	Datum		lock_delay;		/* interval: TAKE, TAKE_OWN, CREATE */
 	TimestampTz cutoff;			/* PURGE */
+	bool		skip_locked;	/* TAKE: a row locked by another transaction
+								 * does not qualify (result->locked) */
 } LeaseRequest;
 
 /* What a statement found out, from its first row. */
@@ -57,17 +59,21 @@ typedef struct LeaseResult
 	bool		available_now;	/* AVAILABLE_AT: free now */
 	TimestampTz available_at;	/* AVAILABLE_AT: else from then on */
 	bool		row_seen;		/* saw the row, which did not qualify */
+	bool		locked;			/* skip_locked: the row was locked */
 } LeaseResult;
 
 /*
  * What one look at a semaphore's rows found (lease_row.c): the slot to try
  * first, and when the next one comes free.  Slots are -1 when none.
  */
+#define LEASE_SURVEY_TAKEABLE	8
+
 typedef struct LeaseSurvey
 {
 	int32		own_slot;		/* held (not released) by the requester */
-	int32		takeable_slot;	/* below "slots": released, or free after
-								 * expiry and lock delay */
+	int			ntakeable;		/* the lowest takeable slots below "slots" */
+	int32		takeable[LEASE_SURVEY_TAKEABLE];	/* (released, or free after
+													 * expiry and lock delay) */
 	int32		missing_slot;	/* below "slots": no row yet */
 	TimestampTz free_at;		/* else: the earliest a slot comes free */
 } LeaseSurvey;

@@ -659,7 +659,7 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 	uint64		processed = 0;
 
 	if (result != NULL)
-		result->row_seen = false;
+		result->row_seen = result->locked = false;
 	fencing_become_owner(&scope);
 	rel = open_leases(lockmode);
 	refuse_unsupported(rel, writes);
@@ -710,9 +710,15 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 			tm = table_tuple_lock(rel, &old->tts_tid, snapshot, old,
 								  GetCurrentCommandId(true),
 								  LockTupleNoKeyExclusive,
-								  LockWaitBlock, 0, &tmfd);
+								  req->skip_locked ? LockWaitSkip : LockWaitBlock,
+								  0, &tmfd);
 			switch (tm)
 			{
+				case TM_WouldBlock:
+					/* skip_locked: another transaction has the row */
+					if (result != NULL)
+						result->locked = true;
+					break;
 				case TM_Ok:
 					if (!writes)
 						processed = 1;
@@ -819,9 +825,9 @@ fencing_check_lease_snapshot(LeaseStatement probe, const LeaseRequest *req)
 /*
  * Look at all the rows of a semaphore's name at once, with one snapshot
  * and one clock reading, as an acquire would judge them: which slot the
- * requester should try to take (its own, wherever it is; else a takeable
- * one below "slots"; else the lowest missing one), and when the next of
- * the others comes free.  Takes no lock: the statement that then takes the
+ * requester should try to take (its own, wherever it is; else the lowest
+ * takeable ones below "slots"; else the lowest missing one), and when the
+ * next of the others comes free.  Takes no lock: the statement that then takes the
  * slot judges it again, locked.
  */
 void
@@ -837,7 +843,8 @@ fencing_survey_lease_slots(const LeaseRequest *req, int32 slots,
 	TimestampTz now;
 	int32		next = 0;		/* the lowest slot not seen yet */
 
-	survey->own_slot = survey->takeable_slot = survey->missing_slot = -1;
+	survey->own_slot = survey->missing_slot = -1;
+	survey->ntakeable = 0;
 	TIMESTAMP_NOEND(survey->free_at);
 
 	fencing_become_owner(&scope);
@@ -865,8 +872,8 @@ fencing_survey_lease_slots(const LeaseRequest *req, int32 slots,
 		next = s + 1;
 		if (qualifies(LEASE_TAKE, row, req, now))
 		{
-			if (survey->takeable_slot < 0)
-				survey->takeable_slot = s;
+			if (survey->ntakeable < LEASE_SURVEY_TAKEABLE)
+				survey->takeable[survey->ntakeable++] = s;
 		}
 		else if (free_at(row) < survey->free_at)
 			survey->free_at = free_at(row);
