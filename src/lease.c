@@ -65,14 +65,14 @@ fencing_lease_init(void)
  * the holder's role.
  */
 static uint64
-run_as_holder(LeaseStatement stmt, LeaseRequest *req)
+run_as_holder(LeaseStatement stmt, LeaseRequest *req, LeaseResult *result)
 {
 	Oid			caller = GetUserId();
 	LeaseResult holder;
 	uint64		processed;
 
 	req->role = caller;
-	processed = fencing_run_lease_statement(stmt, req, NULL);
+	processed = fencing_run_lease_statement(stmt, req, result);
 	if (processed > 0)
 		return processed;
 	fencing_check_lease_snapshot(LEASE_HOLDER_ROLE, req);
@@ -88,7 +88,7 @@ run_as_holder(LeaseStatement stmt, LeaseRequest *req)
 				 errdetail("Only the role that acquired a lease may renew, release or check it."),
 				 errhint("Members of role fencing_admin may act on any lease.")));
 	req->role = holder.holder_role;
-	return fencing_run_lease_statement(stmt, req, NULL);
+	return fencing_run_lease_statement(stmt, req, result);
 }
 
 /* ---- acquiring ---- */
@@ -442,6 +442,7 @@ Datum
 fencing_lease_renew(PG_FUNCTION_ARGS)
 {
 	LeaseRequest req = {0};
+	LeaseResult res = {0};
 
 	req.name = fencing_name_arg(fcinfo, 0, "lease name");
 	req.token = fencing_token_arg(fcinfo, 1);
@@ -450,8 +451,12 @@ fencing_lease_renew(PG_FUNCTION_ARGS)
 														  "1 day", false));
 	PreventCommandIfReadOnly("fencing.lease_renew()");
 
-	if (run_as_holder(LEASE_RENEW, &req) == 0)
+	if (run_as_holder(LEASE_RENEW, &req, &res) == 0)
 		PG_RETURN_BOOL(false);
+	/* the lease comes free sooner than its waiters' head last saw */
+	if (res.shortened)
+		fencing_wake_waiters_at_commit(VARDATA_ANY(req.name),
+									   VARSIZE_ANY_EXHDR(req.name));
 	/* the lease is current here, but what it fenced may be lost */
 	fencing_check_token_band(req.token);
 	ForceSyncCommit();
@@ -467,7 +472,7 @@ fencing_lease_release(PG_FUNCTION_ARGS)
 	req.token = fencing_token_arg(fcinfo, 1);
 	PreventCommandIfReadOnly("fencing.lease_release()");
 
-	if (run_as_holder(LEASE_RELEASE, &req) == 0)
+	if (run_as_holder(LEASE_RELEASE, &req, NULL) == 0)
 		PG_RETURN_BOOL(false);
 	fencing_lease_freed(req.name, req.token, "release", NULL);
 	ForceSyncCommit();
@@ -500,7 +505,7 @@ fencing_lease_check(PG_FUNCTION_ARGS)
 	/* it locks the row: a writing call */
 	PreventCommandIfReadOnly("fencing.lease_check()");
 
-	if (run_as_holder(LEASE_CHECK, &req) != 1)
+	if (run_as_holder(LEASE_CHECK, &req, NULL) != 1)
 		PG_RETURN_BOOL(false);
 	/* the lease is current here, but what it fenced may be lost */
 	fencing_check_token_band(req.token);

@@ -60,6 +60,7 @@ typedef struct LeaseResult
 	TimestampTz available_at;	/* AVAILABLE_AT: else from then on */
 	bool		row_seen;		/* saw the row, which did not qualify */
 	bool		locked;			/* skip_locked: the row was locked */
+	bool		shortened;		/* RENEW: the lease now expires sooner */
 } LeaseResult;
 
 /*

@@ -659,7 +659,7 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 	uint64		processed = 0;
 
 	if (result != NULL)
-		result->row_seen = result->locked = false;
+		result->row_seen = result->locked = result->shortened = false;
 	fencing_become_owner(&scope);
 	rel = open_leases(lockmode);
 	refuse_unsupported(rel, writes);
@@ -731,6 +731,10 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 							store_result(stmt, stmt == LEASE_TAKE ||
 										 stmt == LEASE_TAKE_OWN ? ch.slot : old,
 										 result);
+							if (stmt == LEASE_RENEW && result != NULL)
+								result->shortened =
+									DatumGetTimestampTz(COL(ch.slot, COL_EXPIRES_AT)) <
+									DatumGetTimestampTz(COL(old, COL_EXPIRES_AT));
 							processed = 1;
 						}
 					}
