@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
-# check_model.sh: verify the Promela model of the lease and fencing protocol
-# (model/fencing.pml, described in model/README.md) with spin.
+# check_model.sh: verify the Promela models of the lease and fencing protocol
+# (model/fencing.pml) and of counting semaphores (model/semaphore.pml),
+# described in model/README.md, with spin.
 #
 # The correct configurations must verify with 0 errors, exhaustively.  The
-# broken ones (no fence, a token source that goes backwards) must be caught,
-# each by the property it is meant to break; their counterexample trails are
-# printed as stories.  Exits non-zero if a correct configuration fails or a
+# broken ones (no fence, a token source that goes backwards, a slot taken
+# without judging it again) and the documented limit (two sessions of one
+# holder taking two slots of a semaphore) must be caught, each by the
+# property it is meant to break; their counterexample trails are printed
+# as stories.  Exits non-zero if a correct configuration fails or a
 # broken one is not caught.  Everything spin and pan write goes to a
 # temporary directory.
 #
 # Needs spin and gcc (Debian: apt-get install spin gcc).
 # FENCING_MODEL_JOBS (default 2) runs that many verifications at once.
 # FENCING_MODEL_DEEP=1 adds larger configurations (3 workers with a
-# failover, about 10 million states; the fence with the lease ignored):
-# a minute or more.
+# failover, about 10 million states; the fence with the lease ignored;
+# semaphores with more grants, more ticks, a lock delay): a minute or more.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-model=$root/model/fencing.pml
 jobs=${FENCING_MODEL_JOBS:-2}
 
 for tool in spin gcc; do
@@ -31,6 +33,7 @@ tmp=$(mktemp -d /tmp/fencing-model.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
 # name | expect (pass, or the property to be violated) | spin -D flags | what
+# [| model file in model/, default fencing.pml]
 checks=(
 	"fence_check|pass||strict fence_check (fence < t), 2 workers, gaps, 1 failover; also invalid end states"
 	"fence_check_ltl|pass|-DP3_LTL -DNO_GAPS|the same with P3 as the LTL claim, no gaps"
@@ -46,11 +49,19 @@ checks=(
 	"token_rollback_p3|P3|-DTOKEN_ROLLBACK -DSKIP_P2|BROKEN: the same with P2 not asserted: P3 catches it"
 	"token_rollback_ltl|P3_LTL|-DTOKEN_ROLLBACK -DSKIP_P2 -DP3_LTL|BROKEN: the same: the LTL form of P3 catches it"
 	"token_rollback_allow_same|P3|-DTOKEN_ROLLBACK -DSKIP_P2 -DALLOW_SAME|BROKEN: the same with fence <= t"
+	"semaphore|pass||semaphore: 2 slots, 3 holders, expiry, crashes, a fenced resource per slot|semaphore.pml"
+	"semaphore_same_holder|pass|-DSAME_HOLDER -DSKIP_P2|semaphore: two of the 3 workers are sessions of one holder; one holder per slot and fencing still hold (P2 not asserted)|semaphore.pml"
+	"semaphore_same_holder_p2|SEM_P2|-DSAME_HOLDER|LIMIT: two sessions of one holder acquire at once and take two slots (documented in model/README.md)|semaphore.pml"
+	"semaphore_no_recheck|SEM_P1|-DNO_RECHECK|BROKEN: the statement takes the slot on the survey's judgement: two holders on one slot|semaphore.pml"
+	"semaphore_no_fence|SEM_P3|-DNO_FENCE|BROKEN: semaphore without a fence per slot; the pause between lease_check and the write|semaphore.pml"
 )
 if [ "${FENCING_MODEL_DEEP:-0}" = 1 ]; then
 	checks=(
 		"three_workers_failover|pass|-DNW=3|deep: strict fence_check, 3 workers, 1 failover"
 		"lease_ignored|pass|-DLEASE_IGNORED|deep: acquire always succeeds; the fence alone keeps P1-P3"
+		"semaphore_grants3|pass|-DMAXGRANTS=3|deep: semaphore, acquires start while fewer than 3 grants|semaphore.pml"
+		"semaphore_tmax3|pass|-DTMAX=3|deep: semaphore, the clock runs to 3|semaphore.pml"
+		"semaphore_lock_delay|pass|-DLOCK_DELAY=1 -DTMAX=3|deep: semaphore with a lock delay of one tick|semaphore.pml"
 		"${checks[@]}"
 	)
 fi
@@ -61,20 +72,23 @@ declare -A pattern=(
 	[P2]='assertion violated \(counter>maxGranted\)'
 	[P3]='assertion violated \(grant>=accGrant\)'
 	[P3_LTL]='assertion violated +!\( *!\(\(accGrant>='
+	[SEM_P1]='assertion violated one_holder_per_slot'
+	[SEM_P2]='assertion violated one_slot_per_holder'
+	[SEM_P3]='assertion violated fenced_per_slot'
 )
 
 run_check() {
-	local name=$1 expect=$2 flags=$3 what=$4
+	local name=$1 expect=$2 flags=$3 what=$4 pml=${5:-fencing.pml}
 	local dir=$tmp/$name report=$tmp/$name.report
 	local ccflags="-O1 -DSAFETY -DMEMLIM=8192"
 	local start end secs errors states trans depth
 
 	mkdir -p "$dir"
-	cp "$model" "$dir/fencing.pml"
+	cp "$root/model/$pml" "$dir/$pml"
 	cd "$dir" || return 1
 	{
 		echo "== $name: $what"
-		echo "   spin -a ${flags:-(no flags)}; expect $([ "$expect" = pass ] && echo '0 errors' || echo "a $expect violation")"
+		echo "   spin -a ${flags:-(no flags)} $pml; expect $([ "$expect" = pass ] && echo '0 errors' || echo "a $expect violation")"
 	} >"$report"
 
 	# a broken variant is searched breadth-first, for the shortest trail;
@@ -82,7 +96,7 @@ run_check() {
 	[ "$expect" != pass ] && ccflags="-O0 -DSAFETY -DMEMLIM=8192 -DBFS"
 
 	# shellcheck disable=SC2086
-	if ! spin $flags -a fencing.pml >spin.out 2>&1; then
+	if ! spin $flags -a "$pml" >spin.out 2>&1; then
 		{ echo "   FAILED: spin -a"; sed 's/^/   | /' spin.out; } >>"$report"
 		echo fail >"$tmp/$name.status"
 		return 0
@@ -126,10 +140,10 @@ run_check() {
 					echo "   FAILED: expected 0 errors and a complete search"
 				fi
 				grep -E "^pan:[0-9]|errors: [1-9]|too small|not completed" pan.out | sed 's/^/   | /'
-				if [ -f fencing.pml.trail ]; then
+				if [ -f "$pml.trail" ]; then
 					echo "   trail:"
 					# shellcheck disable=SC2086
-					spin -t -T $flags fencing.pml 2>&1 |
+					spin -t -T $flags "$pml" 2>&1 |
 						sed -n 's/^MSC: /     /p; s/^spin: \(.*\)/     spin: \1/p'
 				fi
 			} >>"$report"
@@ -145,7 +159,7 @@ run_check() {
 			echo "   ok: caught: ${violation#pan:1: }"
 			echo "   trail:"
 			# shellcheck disable=SC2086
-			spin -t -T $flags fencing.pml 2>&1 | sed -n 's/^MSC: /     /p'
+			spin -t -T $flags "$pml" 2>&1 | sed -n 's/^MSC: /     /p'
 		} >>"$report"
 		echo pass >"$tmp/$name.status"
 	else
@@ -161,12 +175,12 @@ echo "model: $(spin -V 2>&1 | head -1); $(gcc --version | head -1)"
 t0=$(date +%s.%N)
 running=0
 for c in "${checks[@]}"; do
-	IFS='|' read -r name expect flags what <<<"$c"
+	IFS='|' read -r name expect flags what pml <<<"$c"
 	if [ "$running" -ge "$jobs" ]; then
 		wait -n
 		running=$((running - 1))
 	fi
-	run_check "$name" "$expect" "$flags" "$what" &
+	run_check "$name" "$expect" "$flags" "$what" "$pml" &
 	running=$((running + 1))
 done
 wait
