@@ -60,6 +60,11 @@
  *   NO_FENCE      BROKEN: the slot's resource accepts every write; the
  *                 worker checks the slot first, but may pause between the
  *                 check and the write.  spin finds a P3 violation.
+ *   HOLDER_LOCK   a possible fix of the limit, not in the extension: an
+ *                 acquire first takes a lock on (name, holder), held to
+ *                 its commit (a transaction-level advisory lock), so two
+ *                 sessions of one holder acquire one after the other.
+ *                 With SAME_HOLDER, P2 holds.
  *   SKIP_P2       do not assert P2
  * and the bounds below (N, NW, TTL, TMAX, MAXGRANTS, NWRITES, LOCK_DELAY,
  * ROUNDS).
@@ -117,6 +122,17 @@ byte counter;		/* the token source: the last token issued */
 byte h[N];			/* holder; 0 = released */
 byte tk[N];			/* token; 0 = no row, REL = released */
 byte ex[N];			/* expires_at, in ticks */
+
+#ifdef HOLDER_LOCK
+byte hlock[NW + 1];	/* the worker that holds holder i's lock; 0 = none */
+#define LOCK_HOLDER		hlock[HOLDER(me)] == 0 && 
+#define TAKE_LOCK		hlock[HOLDER(me)] = me
+#define DROP_LOCK		hlock[HOLDER(me)] = 0
+#else
+#define LOCK_HOLDER
+#define TAKE_LOCK		skip
+#define DROP_LOCK		skip
+#endif
 
 /* the resource: one item per slot, with its fence column; 0 = NULL */
 byte fence[N];
@@ -284,7 +300,7 @@ proctype worker(byte me)
 end_idle:
 	do
 	:: d_step {
-			ngrants < MAXGRANTS &&
+			LOCK_HOLDER ngrants < MAXGRANTS &&
 			(OWN(0, me) || TAKEABLE(0, me) || MISSING(0)
 #if N > 1
 			 || OWN(1, me) || TAKEABLE(1, me) || MISSING(1)
@@ -293,6 +309,7 @@ end_idle:
 			 || OWN(2, me) || TAKEABLE(2, me) || MISSING(2)
 #endif
 			) ->
+			TAKE_LOCK;
 			round = 1;
 			survey()
 		};
@@ -332,7 +349,7 @@ end_idle:
 				tok = counter; grant = sgrants[sl];
 				printf("MSC: t=%d worker %c (holder %c) takes slot %d: token %d, expires at %d\n",
 					   clock, NAME, HNAME, sl, tok, clock + TTL);
-				kind = NONE; round = 0
+				kind = NONE; round = 0; DROP_LOCK
 			:: else ->
 				/* 0 rows: survey again, or give up */
 				printf("MSC: t=%d worker %c loses slot %d (round %d)\n",
@@ -351,7 +368,7 @@ end_idle:
 			:: else -> kind = NONE
 			fi;
 			if
-			:: kind == NONE -> round = 0; sl = 0;
+			:: kind == NONE -> round = 0; sl = 0; DROP_LOCK;
 				printf("MSC: t=%d worker %c gives up: NULL\n", clock, NAME)
 			:: else
 			fi

@@ -52,6 +52,7 @@ checks=(
 	"semaphore|pass||semaphore: 2 slots, 3 holders, expiry, crashes, a fenced resource per slot|semaphore.pml"
 	"semaphore_same_holder|pass|-DSAME_HOLDER -DSKIP_P2|semaphore: two of the 3 workers are sessions of one holder; one holder per slot and fencing still hold (P2 not asserted)|semaphore.pml"
 	"semaphore_same_holder_p2|SEM_P2|-DSAME_HOLDER|LIMIT: two sessions of one holder acquire at once and take two slots (documented in model/README.md)|semaphore.pml"
+	"semaphore_holder_lock|pass|-DSAME_HOLDER -DHOLDER_LOCK|semaphore: a possible fix, not in the extension: a lock on (name, holder) until the acquire commits; P2 holds|semaphore.pml"
 	"semaphore_no_recheck|SEM_P1|-DNO_RECHECK|BROKEN: the statement takes the slot on the survey's judgement: two holders on one slot|semaphore.pml"
 	"semaphore_no_fence|SEM_P3|-DNO_FENCE|BROKEN: semaphore without a fence per slot; the pause between lease_check and the write|semaphore.pml"
 )
