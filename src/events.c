@@ -43,10 +43,12 @@
 
 /*
  * Advisory locks use 1 and 2 in field 4; 0x4645 ("FE": a lease's wake-up
- * registry) and 0x4646 ("FF": its queue of waiters) are ours alone.
+ * registry), 0x4646 ("FF": its queue of waiters) and 0x4647 ("FG": a
+ * holder's acquire of a semaphore) are ours alone.
  */
 #define FENCING_LOCKTAG_FIELD4	0x4645
 #define FENCING_QUEUE_LOCKTAG_FIELD4	0x4646
+#define FENCING_HOLDER_LOCKTAG_FIELD4	0x4647
 
 /* tags of leases released in the current transaction, to wake at commit */
 static List *wake_at_commit = NIL;
@@ -166,17 +168,16 @@ fencing_queue_try_enter(const char *name, int len)
 }
 
 /*
- * Queue behind the waiters before us for at most timeout_usecs; true once
- * we are the head, false when the time ran out (we left the queue).  The
- * lock manager's wait is bounded by lock_timeout, set for the wait in an
- * internal subtransaction whose rollback takes us out of the queue; a
- * shorter lock_timeout of the caller's, a cancel or a deadlock is the
- * caller's error.
+ * Wait for an ExclusiveLock on "tag" for at most timeout_usecs; true once
+ * granted, false when the time ran out (we left the lock's wait queue).
+ * The lock manager's wait is bounded by lock_timeout, set for the wait in
+ * an internal subtransaction whose rollback takes us out of the wait
+ * queue; a shorter lock_timeout of the caller's, a cancel or a deadlock is
+ * the caller's error.  The lock goes to the current (sub)transaction.
  */
-bool
-fencing_queue_enter(const char *name, int len, int64 timeout_usecs)
+static bool
+lock_within(LOCKTAG *tag, int64 timeout_usecs)
 {
-	LOCKTAG		tag;
 	MemoryContext oldcontext = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
 	int64		ms64 = (timeout_usecs + 999) / 1000;
@@ -184,7 +185,6 @@ fencing_queue_enter(const char *name, int len, int64 timeout_usecs)
 	bool		ours = LockTimeout == 0 || timeout_ms <= LockTimeout;
 	volatile bool entered = false;
 
-	queue_locktag(&tag, name, len);
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(oldcontext);
 	PG_TRY();
@@ -200,7 +200,7 @@ fencing_queue_enter(const char *name, int len, int64 timeout_usecs)
 									 PGC_S_SESSION, GUC_ACTION_SAVE, true,
 									 0, false);
 		}
-		(void) LockAcquire(&tag, ExclusiveLock, false, false);
+		(void) LockAcquire(tag, ExclusiveLock, false, false);
 		/* the caller's lock_timeout again (an error: the rollback does it) */
 		AtEOXact_GUC(true, nestlevel);
 		ReleaseCurrentSubTransaction();
@@ -226,6 +226,19 @@ fencing_queue_enter(const char *name, int len, int64 timeout_usecs)
 	return entered;
 }
 
+/*
+ * Queue behind the waiters before us for at most timeout_usecs; true once
+ * we are the head, false when the time ran out (we left the queue).
+ */
+bool
+fencing_queue_enter(const char *name, int len, int64 timeout_usecs)
+{
+	LOCKTAG		tag;
+
+	queue_locktag(&tag, name, len);
+	return lock_within(&tag, timeout_usecs);
+}
+
 /* Leave the queue (as its head): the next in line becomes the head. */
 void
 fencing_queue_leave(const char *name, int len)
@@ -234,6 +247,33 @@ fencing_queue_leave(const char *name, int len)
 
 	queue_locktag(&tag, name, len);
 	(void) queue_lock(&tag, false, false);
+}
+
+/* ---- one acquire of a semaphore per holder ---- */
+
+/*
+ * Two sessions of one holder (name and role) that acquire slots of one
+ * semaphore at the same time could each take a slot, if another holder's
+ * slot came free between their surveys: the holder would hold two.  So an
+ * acquire of a semaphore's slot first takes this lock, on (semaphore,
+ * holder, role), until its transaction ends: the second session waits
+ * for the first to commit, and then finds the first one's slot, its own.
+ * Waits for at most timeout_usecs (0: not at all); false if not granted.
+ */
+bool
+fencing_holder_lock(const char *name, int len, const char *holder, int hlen,
+					Oid role, int64 timeout_usecs)
+{
+	LOCKTAG		tag;
+	uint64		h = hash_bytes_extended((const unsigned char *) name, len, role);
+
+	h = hash_combine64(h, hash_bytes_extended((const unsigned char *) holder,
+											  hlen, 0));
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
+						 FENCING_HOLDER_LOCKTAG_FIELD4);
+	if (LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL)
+		return true;
+	return timeout_usecs > 0 && lock_within(&tag, timeout_usecs);
 }
 
 /* ---- waking ---- */

@@ -341,6 +341,25 @@ acquire(LeaseRequest *req, int32 slots, int64 wait_usecs)
 				 errmsg("waiting for a lease requires the READ COMMITTED isolation level"),
 				 errhint("Acquire with wait => '0' and retry in a new transaction.")));
 
+	/*
+	 * One acquire of a semaphore per holder at a time (events.c); its wait
+	 * counts against ours.  Busy with wait => '0': another session of this
+	 * holder is acquiring right now, and a try-once gives up.
+	 */
+	if (slots != LEASE_ONLY)
+	{
+		int64		start = monotonic_usecs();
+
+		if (!fencing_holder_lock(VARDATA_ANY(req->name),
+								 VARSIZE_ANY_EXHDR(req->name),
+								 VARDATA_ANY(req->holder),
+								 VARSIZE_ANY_EXHDR(req->holder),
+								 req->role, wait_usecs))
+			return 0;
+		if (wait_usecs > 0)
+			wait_usecs = Max(wait_usecs - (monotonic_usecs() - start), 1);
+	}
+
 	if (wait_usecs == 0)
 	{
 		/* try once, whoever waits */

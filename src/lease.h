@@ -108,6 +108,8 @@ extern void fencing_waiter_sleep(long timeout_ms);
 extern bool fencing_queue_try_enter(const char *name, int len);
 extern bool fencing_queue_enter(const char *name, int len, int64 timeout_usecs);
 extern void fencing_queue_leave(const char *name, int len);
+extern bool fencing_holder_lock(const char *name, int len, const char *holder,
+								int hlen, Oid role, int64 timeout_usecs);
 extern void fencing_wake_waiters_at_commit(const char *name, int len);
 extern void fencing_notify(const char *event, const char *name, int len,
 						   int64 token, const char *holder);
