@@ -49,10 +49,9 @@
  *
  * Variants (-D on the spin command line)
  *   (none)        the extension, strict fence_check (fence < t)
- *   SAME_HOLDER   workers A and B are two sessions of one holder name.
- *                 spin finds a P2 violation: a documented limit (see
- *                 model/README.md): two concurrent acquires of one holder
- *                 can take two slots.  With SKIP_P2, P1 and P3 hold.
+ *   SAME_HOLDER   workers A and B are two sessions of one holder name;
+ *                 the holder lock makes them acquire one after the
+ *                 other, and P1, P2 and P3 hold.
  *   NO_RECHECK    BROKEN: the statement takes the slot on the survey's
  *                 judgement (LEASE_TAKE and LEASE_TAKE_OWN do not judge
  *                 the row again under the lock).  spin finds a P1
@@ -60,11 +59,12 @@
  *   NO_FENCE      BROKEN: the slot's resource accepts every write; the
  *                 worker checks the slot first, but may pause between the
  *                 check and the write.  spin finds a P3 violation.
- *   HOLDER_LOCK   a possible fix of the limit, not in the extension: an
- *                 acquire first takes a lock on (name, holder), held to
- *                 its commit (a transaction-level advisory lock), so two
- *                 sessions of one holder acquire one after the other.
- *                 With SAME_HOLDER, P2 holds.
+ *   NO_HOLDER_LOCK BROKEN: an acquire does not first take the lock on
+ *                 (name, holder, role) that the extension holds to the
+ *                 acquire's commit (src/events.c fencing_holder_lock).
+ *                 With SAME_HOLDER spin finds a P2 violation: two
+ *                 sessions of one holder acquire at once and take two
+ *                 slots.  With SKIP_P2 too, P1 and P3 still hold.
  *   SKIP_P2       do not assert P2
  * and the bounds below (N, NW, TTL, TMAX, MAXGRANTS, NWRITES, LOCK_DELAY,
  * ROUNDS).
@@ -123,7 +123,7 @@ byte h[N];			/* holder; 0 = released */
 byte tk[N];			/* token; 0 = no row, REL = released */
 byte ex[N];			/* expires_at, in ticks */
 
-#ifdef HOLDER_LOCK
+#ifndef NO_HOLDER_LOCK
 byte hlock[NW + 1];	/* the worker that holds holder i's lock; 0 = none */
 #define LOCK_HOLDER		hlock[HOLDER(me)] == 0 && 
 #define TAKE_LOCK		hlock[HOLDER(me)] = me

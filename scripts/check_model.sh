@@ -5,8 +5,8 @@
 #
 # The correct configurations must verify with 0 errors, exhaustively.  The
 # broken ones (no fence, a token source that goes backwards, a slot taken
-# without judging it again) and the documented limit (two sessions of one
-# holder taking two slots of a semaphore) must be caught, each by the
+# without judging it again) and the semaphore without its holder lock (two sessions of one
+# holder taking two slots) must be caught, each by the
 # property it is meant to break; their counterexample trails are printed
 # as stories.  Exits non-zero if a correct configuration fails or a
 # broken one is not caught.  Everything spin and pan write goes to a
@@ -50,9 +50,9 @@ checks=(
 	"token_rollback_ltl|P3_LTL|-DTOKEN_ROLLBACK -DSKIP_P2 -DP3_LTL|BROKEN: the same: the LTL form of P3 catches it"
 	"token_rollback_allow_same|P3|-DTOKEN_ROLLBACK -DSKIP_P2 -DALLOW_SAME|BROKEN: the same with fence <= t"
 	"semaphore|pass||semaphore: 2 slots, 3 holders, expiry, crashes, a fenced resource per slot|semaphore.pml"
-	"semaphore_same_holder|pass|-DSAME_HOLDER -DSKIP_P2|semaphore: two of the 3 workers are sessions of one holder; one holder per slot and fencing still hold (P2 not asserted)|semaphore.pml"
-	"semaphore_same_holder_p2|SEM_P2|-DSAME_HOLDER|LIMIT: two sessions of one holder acquire at once and take two slots (documented in model/README.md)|semaphore.pml"
-	"semaphore_holder_lock|pass|-DSAME_HOLDER -DHOLDER_LOCK|semaphore: a possible fix, not in the extension: a lock on (name, holder) until the acquire commits; P2 holds|semaphore.pml"
+	"semaphore_same_holder|pass|-DSAME_HOLDER|semaphore: two of the 3 workers are sessions of one holder; the holder lock keeps them to one slot (P1, P2, P3)|semaphore.pml"
+	"semaphore_no_holder_lock|SEM_P2|-DSAME_HOLDER -DNO_HOLDER_LOCK|BROKEN: no holder lock: two sessions of one holder acquire at once and take two slots|semaphore.pml"
+	"semaphore_no_holder_lock_p13|pass|-DSAME_HOLDER -DNO_HOLDER_LOCK -DSKIP_P2|semaphore without the holder lock: one holder per slot and fencing still hold (P2 not asserted)|semaphore.pml"
 	"semaphore_no_recheck|SEM_P1|-DNO_RECHECK|BROKEN: the statement takes the slot on the survey's judgement: two holders on one slot|semaphore.pml"
 	"semaphore_no_fence|SEM_P3|-DNO_FENCE|BROKEN: semaphore without a fence per slot; the pause between lease_check and the write|semaphore.pml"
 )
