@@ -147,8 +147,11 @@ take_free_slot(LeaseRequest *req, const LeaseSurvey *survey, LeaseResult *res)
  * cannot keep us here.
  */
 static bool
-try_acquire_slot(LeaseRequest *req, int32 slots, LeaseResult *res)
+try_acquire_slot(LeaseRequest *req, int32 slots, LeaseResult *res,
+				 TimestampTz *chance)
 {
+	/* lost every round: try again at once */
+	*chance = 0;
 	for (int round = 0; round < slots + 2; round++)
 	{
 		LeaseSurvey survey;
@@ -168,7 +171,11 @@ try_acquire_slot(LeaseRequest *req, int32 slots, LeaseResult *res)
 			taken = fencing_run_lease_statement(LEASE_CREATE, req, res) == 1;
 		}
 		else
+		{
+			/* every slot held: the next one comes free then */
+			*chance = survey.free_at;
 			return false;
+		}
 		if (taken)
 			return true;
 		CHECK_FOR_INTERRUPTS();
@@ -176,36 +183,37 @@ try_acquire_slot(LeaseRequest *req, int32 slots, LeaseResult *res)
 	return false;
 }
 
-static bool
-try_acquire(LeaseRequest *req, int32 slots, LeaseResult *res)
-{
-	return slots == LEASE_ONLY ? try_acquire_lease(req, res) :
-		try_acquire_slot(req, slots, res);
-}
-
 /*
- * After a failed attempt, when to try again, on the wall clock: 0 for at
- * once, DT_NOEND for when a release wakes us.
+ * One attempt.  On failure, *chance says when to try again, on the wall
+ * clock: 0 for at once, DT_NOEND for when a release wakes us.  A
+ * semaphore's attempt knows it from its survey; a lease's asks its row
+ * only when the caller will wait (chance not NULL).
  */
-static TimestampTz
-next_chance(LeaseRequest *req, int32 slots)
+static bool
+try_acquire(LeaseRequest *req, int32 slots, LeaseResult *res,
+			TimestampTz *chance)
 {
+	TimestampTz slot_chance;
 	LeaseResult avail;
-	LeaseSurvey survey;
 
-	if (slots == LEASE_ONLY)
+	if (slots != LEASE_ONLY)
 	{
-		req->slot = 0;
+		if (try_acquire_slot(req, slots, res, &slot_chance))
+			return true;
+		if (chance != NULL)
+			*chance = slot_chance;
+		return false;
+	}
+	if (try_acquire_lease(req, res))
+		return true;
+	if (chance != NULL)
+	{
+		*chance = DT_NOEND;
 		if (fencing_run_lease_statement(LEASE_AVAILABLE_AT, req, &avail) == 1 &&
 			!avail.available_now)
-			return avail.available_at;
-		return DT_NOEND;
+			*chance = avail.available_at;
 	}
-	fencing_survey_lease_slots(req, slots, &survey);
-	if (survey.own_slot >= 0 || survey.ntakeable > 0 ||
-		survey.missing_slot >= 0)
-		return 0;
-	return survey.free_at;
+	return false;
 }
 
 /* The holder's own slot again, whatever the queue, with a new token. */
@@ -268,7 +276,7 @@ wait_and_acquire(LeaseRequest *req, int32 slots, int64 start,
 		TimestampTz chance;
 
 		/* registered first, so a release committed from now on wakes us */
-		if (try_acquire(req, slots, res))
+		if (try_acquire(req, slots, res, &chance))
 		{
 			acquired = true;
 			break;
@@ -278,7 +286,6 @@ wait_and_acquire(LeaseRequest *req, int32 slots, int64 start,
 			break;
 
 		sleep_usecs = left;
-		chance = next_chance(req, slots);
 		if (chance != DT_NOEND)
 		{
 			TimestampTz now = GetCurrentTimestamp();
@@ -363,7 +370,7 @@ acquire(LeaseRequest *req, int32 slots, int64 wait_usecs)
 	if (wait_usecs == 0)
 	{
 		/* try once, whoever waits */
-		if (!try_acquire(req, slots, &res))
+		if (!try_acquire(req, slots, &res, NULL))
 		{
 			for (int s = 0; s < Max(slots, 1); s++)
 			{
