@@ -87,25 +87,8 @@ inner() {
 
 	# ---- cluster -------------------------------------------------------
 	initdb -D "$D" -U postgres -A trust -E UTF8 --locale=C --no-sync >/dev/null
-	cat >>"$D/postgresql.conf" <<-EOF
-		# bench/run.sh
-		listen_addresses = ''
-		unix_socket_directories = '$W'
-		port = $PORT
-		max_connections = 100
-		shared_buffers = $SHARED_BUFFERS
-		fsync = $FSYNC
-		synchronous_commit = on
-		full_page_writes = on
-		wal_level = replica
-		max_wal_size = 16GB
-		checkpoint_timeout = 1h
-		jit = off
-		autovacuum = on
-		log_min_messages = warning
-		log_min_error_statement = error
-		log_line_prefix = '%m [%p] '
-	EOF
+	. "$W/cluster_settings.sh"
+	bench_cluster_settings "bench/run.sh" "100" >>"$D/postgresql.conf"
 	pg_ctl -D "$D" -l "$LOG" -w -t 120 start >/dev/null
 	trap 'pg_ctl -D "$D" -m immediate -w stop >/dev/null 2>&1 || true' EXIT
 
@@ -667,7 +650,7 @@ main() {
 	[ "$(pg_config --pkglibdir)" = "$work/inst$pgbin/lib" ] || echo "== warning: the private installation is not relocated" >&2
 	so_shared="$(sha256sum "$pkglibdir/fencing.so" | cut -c1-16)"
 	# the runner, the contenders' SQL and the job queue recipe; not bench/wait/
-	cp bench/run.sh bench/report.py bench/plpgsql_lease.sql bench/plain_lease.sql \
+	cp bench/run.sh bench/cluster_settings.sh bench/report.py bench/plpgsql_lease.sql bench/plain_lease.sql \
 		bench/plain_queue.sql examples/job_queue.sql "$work/"
 	[ "$(id -u)" -eq 0 ] && chown -R postgres:postgres "$work"
 

@@ -77,25 +77,8 @@ inner() {
 	done <<<"$GROUPS_SPEC"
 
 	initdb -D "$D" -U postgres -A trust -E UTF8 --locale=C --no-sync >/dev/null
-	cat >>"$D/postgresql.conf" <<-EOF
-		# bench/semaphore.sh (the settings of bench/run.sh)
-		listen_addresses = ''
-		unix_socket_directories = '$W'
-		port = $PORT
-		max_connections = $maxc
-		shared_buffers = $SHARED_BUFFERS
-		fsync = $FSYNC
-		synchronous_commit = on
-		full_page_writes = on
-		wal_level = replica
-		max_wal_size = 16GB
-		checkpoint_timeout = 1h
-		jit = off
-		autovacuum = on
-		log_min_messages = warning
-		log_min_error_statement = error
-		log_line_prefix = '%m [%p] '
-	EOF
+	. "$W/cluster_settings.sh"
+	bench_cluster_settings "bench/semaphore.sh (the settings of bench/run.sh)" "$maxc" >>"$D/postgresql.conf"
 	pg_ctl -D "$D" -l "$LOG" -w -t 120 start >/dev/null
 	trap 'pg_ctl -D "$D" -m immediate -w stop >/dev/null 2>&1 || true' EXIT
 	Q -d postgres -c "CREATE DATABASE bench"
@@ -326,7 +309,7 @@ exec 9>&-
 	make -s PG_CONFIG="$FENCING_PG_BINDIR/pg_config" install >/dev/null)
 so=$("$FENCING_PG_BINDIR/pg_config" --pkglibdir)/fencing.so
 so_id="$(sha256sum "$so" | cut -c1-16)"
-cp bench/semaphore.sh bench/plain_semaphore.sql "$work/"
+cp bench/semaphore.sh bench/cluster_settings.sh bench/plain_semaphore.sql "$work/"
 chown -R postgres:postgres "$work"
 echo "== bench/semaphore.sh, $MODE mode, $ROUNDS rounds of $DUR s; work dir $work" >&2
 fencing_as_postgres env PATH="$FENCING_PG_BINDIR:$PATH" bash "$work/semaphore.sh" --inner "$work" ||
