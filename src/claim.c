@@ -18,6 +18,11 @@
  * fencing token there whenever its WHEN clause matches; whatever the
  * statement put there is overwritten, so a claim cannot choose its token.
  *
+ * The same guard fences a heartbeat (a statement that extends the claim's
+ * timeout) when its WHEN clause names it: a frozen worker's heartbeat is
+ * refused once its job was claimed again.  claim_stampable refuses, at
+ * send, a payload whose jsonb place a claim could not stamp.
+ *
  * claim_guard compares the token the delivery brings with the stamp of the
  * row as it was claimed (OLD for UPDATE and DELETE, NEW for INSERT, which
  * is how some queues re-insert a failed job).  The delivery's token travels
@@ -53,6 +58,7 @@
 
 FENCING_FUNCTION(fencing_claim_stamp);
 FENCING_FUNCTION(fencing_claim_guard);
+FENCING_FUNCTION(fencing_claim_stampable);
 
 /* a place in a row that holds a token: a bigint column or a jsonb key */
 typedef struct ClaimPlace
@@ -183,6 +189,24 @@ read_place(Relation rel, HeapTuple tuple, const ClaimPlace *place,
 	return true;
 }
 
+/* A jsonb place can take a stamp only in an object (or a NULL column). */
+static void
+check_stampable(Relation rel, const ClaimPlace *place, Jsonb *jb)
+{
+	if (JB_ROOT_IS_OBJECT(jb) && !JB_ROOT_IS_SCALAR(jb))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_DATATYPE_MISMATCH),
+			 errmsg("cannot stamp key \"%s\" into column \"%s\" of relation \"%s\"",
+					place->key,
+					NameStr(TupleDescAttr(RelationGetDescr(rel), place->attnum - 1)->attname),
+					RelationGetRelationName(rel)),
+			 errdetail("The column holds a JSON %s, not an object.",
+					   JB_ROOT_IS_ARRAY(jb) && !JB_ROOT_IS_SCALAR(jb) ?
+					   "array" : "scalar"),
+			 errhint("A claim stamps its token into this column; send a JSON object or NULL.")));
+}
+
 /* The row with a token written at a place. */
 static HeapTuple
 write_place(Relation rel, HeapTuple tuple, const ClaimPlace *place,
@@ -212,15 +236,7 @@ write_place(Relation rel, HeapTuple tuple, const ClaimPlace *place,
 		{
 			Jsonb	   *jb = DatumGetJsonbP(old);
 
-			if (!JB_ROOT_IS_OBJECT(jb) || JB_ROOT_IS_SCALAR(jb))
-				ereport(ERROR,
-						(errcode(ERRCODE_DATATYPE_MISMATCH),
-						 errmsg("cannot stamp key \"%s\" into column \"%s\" of relation \"%s\"",
-								place->key, NameStr(TupleDescAttr(desc, attnum - 1)->attname),
-								RelationGetRelationName(rel)),
-						 errdetail("The column holds a JSON %s, not an object.",
-								   JB_ROOT_IS_ARRAY(jb) && !JB_ROOT_IS_SCALAR(jb) ?
-								   "array" : "scalar")));
+			check_stampable(rel, place, jb);
 			value = DirectFunctionCall2(jsonb_concat, old, stamp);
 		}
 		isnull = false;
@@ -370,6 +386,10 @@ fencing_claim_guard(PG_FUNCTION_ARGS)
 
 	has_stamp = read_place(rel, claimed, &stamp_place, &stamp);
 
+	/* a stale delivery is told so first, whatever else its write does */
+	if (has_delivery && has_stamp && delivery != stamp)
+		report_claim_refusal(rel, delivery, stamp);
+
 	/* a completion leaves the claim's stamp as it was */
 	if (TRIGGER_FIRED_BY_UPDATE(event))
 	{
@@ -426,4 +446,48 @@ fencing_claim_guard(PG_FUNCTION_ARGS)
 	/* an acknowledged delivery survives a crash, as every fenced write */
 	fencing_fenced_write_durable();
 	return PointerGetDatum(result);
+}
+
+/*
+ * claim_stampable('place'): BEFORE INSERT OR UPDATE ... FOR EACH ROW.
+ * Refuses a row whose jsonb place could not take a stamp (the column holds
+ * an array or a scalar), so that a payload the claim could not stamp is
+ * refused when it is sent, not at every claim: a message the claim cannot
+ * stamp would stay at the head of its queue and stop it.  Writes nothing.
+ */
+Datum
+fencing_claim_stampable(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Relation	rel;
+	ClaimPlace	place;
+	HeapTuple	tuple;
+	Datum		d;
+	bool		isnull;
+
+	check_trigger_call(fcinfo, "claim_stampable");
+	rel = trigdata->tg_relation;
+	if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("claim_stampable must be fired for INSERT or UPDATE")));
+	if (trigdata->tg_trigger->tgnargs != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("claim_stampable on \"%s\" needs one argument, the place of the token",
+						RelationGetRelationName(rel)),
+				 errhint("Use EXECUTE FUNCTION fencing.claim_stampable('column->key').")));
+	parse_place(rel, "claim_stampable", trigdata->tg_trigger->tgargs[0], &place);
+	if (place.key == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid token place \"%s\" for claim_stampable", place.spec),
+				 errhint("Name a jsonb column and a key as 'column->key'; a bigint column can always take a stamp.")));
+
+	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
+		trigdata->tg_newtuple : trigdata->tg_trigtuple;
+	d = heap_getattr(tuple, place.attnum, RelationGetDescr(rel), &isnull);
+	if (!isnull)
+		check_stampable(rel, &place, DatumGetJsonbP(d));
+	return PointerGetDatum(tuple);
 }

