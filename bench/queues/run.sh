@@ -61,7 +61,7 @@ if [ "${1:-}" = "--inner" ]; then
 	# every fenced completion carried its claim's token, and none was refused
 	psql -X -At -v ON_ERROR_STOP=1 >"$W/checks.txt" <<-SQL
 		SELECT 'pg-boss completions with a token: ' || count(*) FILTER (WHERE output->>'fencing_token' = data->>'fencing_token') || ' of ' || count(*) FROM fq.boss WHERE state = 'completed';
-		SELECT 'River completions stamped: ' || count(*) FILTER (WHERE fencing_token IS NOT NULL) || ' of ' || count(*) FROM fq.river WHERE state = 'completed';
+		SELECT 'River completions stamped: ' || count(*) FILTER (WHERE metadata ? 'fencing_token') || ' of ' || count(*) FROM fq.river WHERE state = 'completed';
 		SELECT 'refused: ' || stale_writes_refused FROM fencing.stats;
 	SQL
 	exit 0
@@ -94,7 +94,7 @@ for line in open(tsv):
     q, s = f[:-len('.sql')].rsplit('_', 1)
     lat[q].setdefault(int(r), {})[s] = float(ms)
     loads[int(r)] = load.strip()
-names = {'boss': 'pg-boss 10', 'gw': 'graphile-worker 0.16', 'river': 'River',
+names = {'boss': 'pg-boss 12', 'gw': 'graphile-worker 0.18', 'river': 'River',
          'oban': 'Oban', 'sq': 'Solid Queue', 'pgmq': 'pgmq'}
 rows = []
 for q in ['boss', 'gw', 'river', 'oban', 'sq', 'pgmq']:
@@ -104,12 +104,12 @@ for q in ['boss', 'gw', 'river', 'oban', 'sq', 'pgmq']:
     med = statistics.median(per)
     rows.append((names[q], pq, fq, med, min(per), max(per)))
 with open(out, 'w') as o:
-    o.write('# Queue recipes: claim + complete with and without fencing\n\n')
+    o.write('# Queue recipes: claim + heartbeats + complete with and without fencing\n\n')
     o.write(f'bench/queues/run.sh: {rounds} rounds of {dur} s, {clients} clients, one pgbench run per round '
             f'with all twelve scripts at weight 1 (mixed: both contenders of a queue under the same load); '
             f'fsync = {fsync}, synchronous_commit = on; load average at the end of each round: '
-            + ', '.join(loads[r] for r in sorted(loads)) + '. A cycle is enqueue + claim + complete, '
-            'three transactions, with the queue\'s own statements; fenced = the recipe\'s triggers '
+            + ', '.join(loads[r] for r in sorted(loads)) + '. A cycle is enqueue + claim + two heartbeats + complete, '
+            'five transactions, with the queue\'s own statements; fenced = the recipe\'s triggers '
             '(examples/queues/) and the token sent with the completion.\n\n')
     o.write('| queue | plain (ms per cycle, median) | fenced | ratio plain/fenced (median) | rounds |\n|---|---|---|---|---|\n')
     for name, pq, fq, med, lo, hi in rows:
