@@ -28,6 +28,9 @@
 --       without NULL; a new function with such an argument is held to them
 --   R6  only advance_tokens() moves the token source's band, and only
 --       functions that issue tokens spend one
+-- Infinite intervals exist from PostgreSQL 17 on: R4 and R5 are listed
+-- without them, so that every version prints the same (their refusal as
+-- TTLs and waits is sql/badinput_c_ttl_infinity.sql's).
 --
 -- Known defects (issue 23): the expected output lists the violations this
 -- sweep finds on 83fed51, item 10 (lease_renew_all accepts any TTL with
@@ -351,7 +354,9 @@ SELECT 'R6 spent a token', c.name, c.who, c.argname, c.label, c.result
 SELECT rule, name, CASE who WHEN 'super' THEN 'superuser' ELSE 'app' END AS role,
 	   argname, string_agg(DISTINCT detail, '; ') AS result,
 	   string_agg(label, ', ' ORDER BY label COLLATE "C") AS "values"
-  FROM sw_violation GROUP BY rule, name, who, argname
+  FROM sw_violation
+ WHERE NOT (label LIKE '%infinity' AND rule ~ '^R[45]')
+ GROUP BY rule, name, who, argname
  ORDER BY rule COLLATE "C", name COLLATE "C", who = 'super', argname COLLATE "C";
 
 \c :sweep_home
