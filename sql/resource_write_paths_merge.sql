@@ -11,7 +11,7 @@ SELECT current_setting('server_version_num')::int >= 150000 AS has_merge \gset
 \if :has_merge
 \i sql/include/write_paths.sql
 
--- %M is the MERGE head for row 1 of the table
+-- merge1(): a MERGE on row 1 of the table, with the given actions
 CREATE FUNCTION pg_temp.merge1(tbl text, actions text) RETURNS text
 LANGUAGE sql AS $$
 	SELECT format('MERGE INTO %s AS t USING (VALUES (1, 2)) AS s(id, other) ON t.id = s.id ', tbl)
