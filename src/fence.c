@@ -129,9 +129,10 @@ forget_folded_plans(XactEvent event, void *arg)
 }
 
 /*
- * Is this call being evaluated by the planner's constant folding?  Only an
- * expression whose arguments are all constants is, and the executor never
- * evaluates such a call itself: the planner has folded it first.
+ * Note a call that the planner's constant folding evaluates, for
+ * forget_folded_plans(): only a call whose arguments are all constants is
+ * folded, and the executor never evaluates such a call itself (the planner
+ * has folded it first).
  */
 static void
 note_plan_time_call(FunctionCallInfo fcinfo)
