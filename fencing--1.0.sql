@@ -209,13 +209,15 @@ COMMENT ON FUNCTION fencing.fence_allows(bigint, bigint) IS
 
 -- In the SET list: fence = fencing.fence_advance(fence, $token).  Runs only
 -- for rows the statement updates, and raises LF001 for a stale token.
--- IMMUTABLE, because Citus sends a row's SET and ON CONFLICT expressions to
--- the workers only when their functions are: its answer depends on its
--- arguments alone.  The planner folds an IMMUTABLE call only when every
--- argument is a constant, never with the row's fence column as the first,
--- so it still runs per written row, at execution (sql/resource_folding.sql);
--- its side effects (counting a refusal, forcing a synchronous commit) then
--- happen in the transaction that makes the write.
+-- IMMUTABLE, as fence_check and fence_allows, because Citus sends a row's
+-- SET, WHERE and ON CONFLICT expressions to the workers only when their
+-- functions are (docs/citus.md).  The planner folds an IMMUTABLE call only
+-- when every argument is a constant, never with the row's fence column as
+-- an argument, so it still runs per written row, at execution
+-- (sql/resource_folding.sql); its side effects (counting a refusal, the
+-- band check, forcing a synchronous commit) then happen in the transaction
+-- that makes the write.  A folded call marks its transaction, whose end
+-- invalidates the session's cached plans (src/fence.c).
 CREATE FUNCTION fencing.fence_advance(fence bigint, token bigint,
 									  allow_same boolean DEFAULT false)
 RETURNS bigint

@@ -1,13 +1,19 @@
 --
 -- fencing.fence_guard('fence' [, 'allow_unfenced']): a BEFORE row trigger
--- that makes a table refuse stale writes.
---   UPDATE setting the fence column: new NULL or new < old is LF001.
---   UPDATE not setting it: the token declared with SET LOCAL fencing.token
---     must be >= the fence and is stamped into it; no token is LF004 unless
---     'allow_unfenced'.
+-- that makes a table refuse stale writes.  It judges the row's values:
+--   UPDATE changing the fence: the new fence is the write's token; NULL or
+--     lower than the old fence is LF001.
+--   UPDATE leaving the fence as it was (SET fence = fence, the same value,
+--     NULL to NULL, or not naming it): the token declared with SET LOCAL
+--     fencing.token must be >= the fence and is stamped into it; no token
+--     is LF004 unless 'allow_unfenced'.
 --   DELETE: declared token >= fence; no token is LF004 unless 'allow_unfenced'.
 --   INSERT: a NULL fence is stamped with the declared token.
--- After every refused write the row is shown unchanged.
+--   A declared token is checked against the row's fence in every UPDATE
+--   and DELETE, also when the write sets the fence itself.
+-- After every refused write the row is shown unchanged.  Every write path
+-- (MERGE, COPY, partitions, ...) against a table of expected outcomes:
+-- resource_write_paths.
 -- Literal tokens here stand for another cluster's: this database issues
 -- tokens too, so it turns off the refusal of tokens from before its band
 -- (fencing.refuse_old_band, docs/tokens.md).
@@ -49,25 +55,45 @@ SELECT * FROM resource_guarded WHERE id = 1;
 UPDATE resource_guarded SET v = 'one by 32', fence = 32 WHERE id = 1 RETURNING *;
 \echo :SQLSTATE
 SELECT * FROM resource_guarded WHERE id = 1;
--- equal: the same holder writing again
+-- equal: the fence stays, so the write carries the declared token, and
+-- without one it is refused (LF004); the same holder writing again
+-- declares its token
 UPDATE resource_guarded SET v = 'one by 33 again', fence = 33 WHERE id = 1 RETURNING *;
+\echo :SQLSTATE
+BEGIN;
+SET LOCAL fencing.token = '33';
+UPDATE resource_guarded SET v = 'one by 33 again', fence = 33 WHERE id = 1 RETURNING *;
+COMMIT;
 -- higher
 UPDATE resource_guarded SET v = 'one by 34', fence = 34 WHERE id = 1 RETURNING *;
 -- the fence column alone
 UPDATE resource_guarded SET fence = 35 WHERE id = 1 RETURNING *;
--- a row never fenced may take a first fence, or stay unfenced
+-- a row never fenced may take a first fence; "fence = NULL" on it leaves
+-- the fence as it was, so that write needs a token (issue 23, item 8)
 UPDATE resource_guarded SET v = 'two by 20', fence = 20 WHERE id = 2 RETURNING *;
 UPDATE resource_guarded SET v = 'six still unfenced', fence = NULL WHERE id = 6 RETURNING *;
--- "SET fence = fence" counts as setting the column, and equal is allowed
+\echo :SQLSTATE
+UPDATE resource_guarded SET v = 'six still unfenced' WHERE id = 6 RETURNING *;
+\echo :SQLSTATE
+SELECT * FROM resource_guarded WHERE id = 6;
+-- "SET fence = fence" leaves the fence: no token, no write
 UPDATE resource_guarded SET v = 'one, fence kept', fence = fence WHERE id = 1 RETURNING *;
+\echo :SQLSTATE
+SELECT * FROM resource_guarded WHERE id = 1;
 -- fence_advance in the SET list works on a guarded table as well
 UPDATE resource_guarded SET v = 'one by 36', fence = fencing.fence_advance(fence, 36)
  WHERE id = 1 RETURNING *;
--- a value set in the statement wins over a declared token, both ways
+-- a fence set in the statement is stored, and judged, whatever token is
+-- declared; the declared token is judged too
 BEGIN;
 SET LOCAL fencing.token = '50';
 UPDATE resource_guarded SET v = 'one by 37', fence = 37 WHERE id = 1 RETURNING *;
 UPDATE resource_guarded SET v = 'one by 30', fence = 30 WHERE id = 1 RETURNING *;
+\echo :SQLSTATE
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token = '35';
+UPDATE resource_guarded SET v = 'one by 37, declared 35', fence = 37 WHERE id = 1 RETURNING *;
 \echo :SQLSTATE
 ROLLBACK;
 SELECT * FROM resource_guarded WHERE id = 1;
@@ -239,8 +265,15 @@ INSERT INTO resource_guarded_upsert AS t VALUES (1, 'a nulled', NULL)
     ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, fence = EXCLUDED.fence RETURNING *;
 \echo :SQLSTATE
 SELECT * FROM resource_guarded_upsert ORDER BY id;
+-- the same fence again leaves it: needs the declared token
 INSERT INTO resource_guarded_upsert AS t VALUES (1, 'a by 34 again', 34)
     ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, fence = EXCLUDED.fence RETURNING *;
+\echo :SQLSTATE
+BEGIN;
+SET LOCAL fencing.token = '34';
+INSERT INTO resource_guarded_upsert AS t VALUES (1, 'a by 34 again', 34)
+    ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, fence = EXCLUDED.fence RETURNING *;
+COMMIT;
 -- DO UPDATE that does not set it: needs the declared token
 INSERT INTO resource_guarded_upsert AS t VALUES (1, 'a unfenced', NULL)
     ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v RETURNING *;
@@ -289,5 +322,28 @@ SET LOCAL fencing.token = '34';
 UPDATE resource_guarded_epoch SET v = 'one by 34' WHERE id = 1 RETURNING *;
 COMMIT;
 DROP TABLE resource_guarded_epoch;
+
+--
+-- Tokens from before this database's band (issue 23, item 8): every token
+-- the guard accepts is band-checked, a fence given in an INSERT too
+--
+\set VERBOSITY sqlstate
+RESET fencing.refuse_old_band;
+SELECT fencing.next_token() AS before_band \gset
+SELECT fencing.advance_tokens();
+SELECT fencing.next_token() AS in_band \gset
+INSERT INTO resource_guarded VALUES (20, 'old band', :before_band);
+\echo :SQLSTATE
+BEGIN;
+SET LOCAL fencing.token = :'before_band';
+INSERT INTO resource_guarded VALUES (20, 'old band, declared', NULL);
+\echo :SQLSTATE
+ROLLBACK;
+INSERT INTO resource_guarded VALUES (20, 'in band', :in_band);
+UPDATE resource_guarded SET v = 'old band', fence = :before_band WHERE id = 2;
+\echo :SQLSTATE
+SELECT id, v, fence = :in_band AS in_band FROM resource_guarded WHERE id IN (2, 20) ORDER BY id;
+SET fencing.refuse_old_band = off;
+\set VERBOSITY default
 
 DROP TABLE resource_guarded;

@@ -33,7 +33,10 @@ $primary->safe_psql(
 	CREATE TABLE jobs (id int PRIMARY KEY, state text, fence bigint);
 	CREATE TRIGGER guard BEFORE INSERT OR UPDATE OR DELETE ON jobs
 		FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard('fence');
+	-- a literal token, as another cluster's (docs/tokens.md)
+	SET fencing.refuse_old_band = off;
 	INSERT INTO jobs VALUES (1, 'new', 10);
+	RESET fencing.refuse_old_band;
 	CREATE ROLE app NOLOGIN;
 	GRANT USAGE ON SCHEMA fencing TO app;
 });
