@@ -35,6 +35,7 @@
 #include "utils/rel.h"
 
 #include "resource.h"
+#include "stats.h"
 
 FENCING_FUNCTION(fencing_fence_guard);
 
@@ -247,6 +248,7 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 			if (has_old)
 			{
 				fencing_count_stale_write();
+				fencing_stats_count(FENCING_STAT_FENCE_GUARD_REFUSALS);
 				ereport(ERROR,
 						(errcode(ERRCODE_FENCING_STALE_TOKEN),
 						 errmsg("fence of a row of \"%s\" cannot be set to NULL",
