@@ -282,7 +282,7 @@ wait_and_acquire(LeaseRequest *req, int32 slots, int64 start,
 			acquired = true;
 			break;
 		}
-		fencing_stats_wait_begin();
+		fencing_stats_wait_begin(start);
 		left = wait_usecs - (monotonic_usecs() - start);
 		if (left <= 0)
 			break;
@@ -324,7 +324,7 @@ acquire_waiting(LeaseRequest *req, int32 slots, int64 wait_usecs,
 	{
 		if (take_own(req, slots, res))
 			return true;
-		fencing_stats_wait_begin();
+		fencing_stats_wait_begin(start);
 		if (!fencing_queue_enter(nm, len,
 								 wait_usecs - (monotonic_usecs() - start)))
 		{

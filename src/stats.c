@@ -109,10 +109,10 @@ static PendingFrame *pending = NULL;
 static int	npending = 0;
 static int	maxpending = 0;
 
-/* the wait in progress */
+/* the wait in progress: when its call started, on the monotonic clock */
 static bool wait_started = false;
 static int	wait_level;
-static instr_time wait_start;
+static int64 wait_start_usecs;
 
 #if PG_VERSION_NUM < 170000
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -380,16 +380,20 @@ fencing_stats_acquired(bool takeover, bool expired)
 		fencing_stats_count(FENCING_STAT_TAKEOVERS);
 }
 
-/* An acquire starts to wait (once per call: later calls do nothing). */
+/*
+ * An acquire that started at start_usecs (INSTR_TIME microseconds, the
+ * monotonic clock) has to wait; its wait lasts from then on.  Once per
+ * call: later calls do nothing.
+ */
 void
-fencing_stats_wait_begin(void)
+fencing_stats_wait_begin(int64 start_usecs)
 {
 	if (wait_started || my_entry() == NULL)
 		return;
 	add_now(FENCING_STAT_WAITS, 1);
 	wait_started = true;
 	wait_level = GetCurrentTransactionNestLevel();
-	INSTR_TIME_SET_CURRENT(wait_start);
+	wait_start_usecs = start_usecs;
 }
 
 /*
@@ -407,8 +411,7 @@ fencing_stats_wait_end(bool acquired)
 		return;
 	wait_started = false;
 	INSTR_TIME_SET_CURRENT(now);
-	INSTR_TIME_SUBTRACT(now, wait_start);
-	usecs = (int64) INSTR_TIME_GET_MICROSEC(now);
+	usecs = Max((int64) INSTR_TIME_GET_MICROSEC(now) - wait_start_usecs, 0);
 	while (b < WAIT_BOUNDS && usecs > wait_bucket_usecs[b])
 		b++;
 	if (!acquired)

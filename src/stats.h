@@ -42,7 +42,7 @@ typedef enum FencingStat
 extern void fencing_stats_init(void);
 extern void fencing_stats_count(FencingStat stat);
 extern void fencing_stats_acquired(bool takeover, bool expired);
-extern void fencing_stats_wait_begin(void);
+extern void fencing_stats_wait_begin(int64 start_usecs);
 extern void fencing_stats_wait_end(bool acquired);
 
 #endif							/* FENCING_STATS_H */
