@@ -17,9 +17,17 @@ SELECT counting = (current_setting('server_version_num')::int >= 170000
 -- this database's counters from zero: every value below is exact
 SELECT r = (SELECT stats_reset FROM fencing_monitor.stats_info) AS reset_returns_stats_reset
   FROM fencing_monitor.stats_reset() AS r;
-SELECT * FROM fencing_monitor.stats;
+SELECT acquires, renewals, releases, force_releases, expirations, takeovers,
+	   fence_advance_refusals, fence_guard_refusals, claim_guard_refusals,
+	   old_band_refusals, waits, wait_timeouts, wait_time
+  FROM fencing_monitor.stats;
 SELECT count(*) AS buckets, sum(waits) AS waits FROM fencing_monitor.wait_histogram;
+-- the gauges count the lease rows (other files' too)
+SELECT leases = (SELECT count(*) FROM fencing.leases) AS leases,
+	   held <= leases AS held
+  FROM fencing_monitor.stats;
 
+-- the counters that are not zero
 CREATE FUNCTION pg_temp.counters() RETURNS TABLE (counter text, n bigint)
 LANGUAGE sql AS $$
 	SELECT key, value::bigint
