@@ -283,6 +283,8 @@ claim_entry(void)
 	if (found == NULL && free_entry != NULL)
 	{
 		reset_entry(free_entry, now);
+		/* zeroed before anyone can find it, and add to it */
+		pg_write_barrier();
 		pg_atomic_write_u32(&free_entry->dboid, MyDatabaseId);
 		found = free_entry;
 	}
@@ -436,6 +438,7 @@ stats_xact_callback(XactEvent event, void *arg)
 			wait_started = false;
 			break;
 		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
 			npending = 0;
 			wait_started = false;
 			break;
