@@ -13,15 +13,17 @@
 # at 8 and 64 clients, durable (fsync = on) and with fsync = off;
 # synchronous_commit stays on, so every commit waits for its WAL flush.
 # Writes bench/results/stats-cost-<date>.md: tps per run, the median of
-# each side, and the ratio counters/base.
+# each side, and the ratio counters/base of each round (the two runs of a
+# round are back to back, so a change of the machine's load between rounds
+# cancels out of it) with their median and range.
 #
-# ROUNDS (default 5) and DUR (seconds, default 10) set the size.
+# ROUNDS (default 8) and DUR (seconds, default 8) set the size.
 set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/.."
 top=$PWD
 BASE=${1:-83fed51}
-: "${ROUNDS:=5}" "${DUR:=10}" "${POOL:=1000}"
+: "${ROUNDS:=8}" "${DUR:=8}" "${POOL:=1000}"
 export ROUNDS DUR POOL
 
 [ "$(id -u)" -eq 0 ] || { echo "stats_cost.sh: run as root (it builds into private server copies and runs clusters as postgres)" >&2; exit 2; }
@@ -126,15 +128,19 @@ print(f"Run of bench/stats_cost.sh on {datetime.datetime.utcnow():%Y-%m-%d %H:%M
       f"shared_preload_libraries; base = {base}, without counters. "
       f"{rounds} rounds of {dur} s per cell, the two sides alternating; "
       f"lease cycle = acquire + release over 1000 names, synchronous_commit = on.\n")
-print("| fsync | clients | counters tps (median) | base tps (median) | ratio counters/base | runs counters | runs base |")
-print("|---|---|---|---|---|---|---|")
+print("| fsync | clients | counters tps (median) | base tps (median) | ratio of medians | ratio per round: median (min-max) | runs counters | runs base |")
+print("|---|---|---|---|---|---|---|---|")
 for fsync in ("on", "off"):
     for clients in ("8", "64"):
-        side = {s: [float(r["tps"]) for r in rows if r["fsync"] == fsync and r["clients"] == clients and r["side"] == s]
+        side = {s: {r["round"]: float(r["tps"]) for r in rows
+                    if r["fsync"] == fsync and r["clients"] == clients and r["side"] == s}
                 for s in ("counters", "base")}
-        mc, mb = statistics.median(side["counters"]), statistics.median(side["base"])
+        mc, mb = statistics.median(side["counters"].values()), statistics.median(side["base"].values())
+        ratios = [side["counters"][k] / side["base"][k] for k in side["base"] if side["base"][k] > 0]
         print(f"| {fsync} | {clients} | {mc:.0f} | {mb:.0f} | {mc / mb:.3f} | "
-              f"{', '.join(f'{x:.0f}' for x in side['counters'])} | {', '.join(f'{x:.0f}' for x in side['base'])} |")
+              f"{statistics.median(ratios):.3f} ({min(ratios):.2f}-{max(ratios):.2f}) | "
+              f"{', '.join(f'{x:.0f}' for x in side['counters'].values())} | "
+              f"{', '.join(f'{x:.0f}' for x in side['base'].values())} |")
 PY
 cat "$out"
 echo "wrote $out"
