@@ -17,14 +17,21 @@
 # round are back to back, so a change of the machine's load between rounds
 # cancels out of it) with their median and range.
 #
-# ROUNDS (default 8) and DUR (seconds, default 8) set the size.
+# Throughput on a shared, loaded machine is noisy; so each side also runs
+# a fixed number of lease cycles (CPU_TX, 8 clients, fsync = off) and the
+# report gives the CPU time its backends used per cycle (the postmaster's
+# reaped children's user + system time, /proc/PID/stat), which other load
+# hardly changes.
+#
+# ROUNDS (default 8) and DUR (seconds, default 8) set the size; CPU_TX
+# (default 40000) and CPU_ROUNDS (default 6) the CPU measure.
 set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/.."
 top=$PWD
 BASE=${1:-83fed51}
-: "${ROUNDS:=8}" "${DUR:=8}" "${POOL:=1000}"
-export ROUNDS DUR POOL
+: "${ROUNDS:=8}" "${DUR:=8}" "${POOL:=1000}" "${CPU_TX:=40000}" "${CPU_ROUNDS:=6}"
+export ROUNDS DUR POOL CPU_TX CPU_ROUNDS
 
 [ "$(id -u)" -eq 0 ] || { echo "stats_cost.sh: run as root (it builds into private server copies and runs clusters as postgres)" >&2; exit 2; }
 . scripts/deps.sh
@@ -102,6 +109,35 @@ inner() {
 			done
 		done
 	done
+	# CPU per lease cycle: the backends' CPU time, reaped by the postmaster
+	printf 'round\tside\tcpu_us_per_tx\n' >"$W/cpu.tsv"
+	local ticks
+	ticks=$(getconf CLK_TCK)
+	for round in $(seq 1 "$CPU_ROUNDS"); do
+		order="counters base"
+		[ $((round % 2)) = 0 ] && order="base counters"
+		for side in $order; do
+			local bin D pm c0 c1
+			bin=$(cat "$W/$side/bindir")
+			D=$W/$side/data
+			"$bin/pg_ctl" -D "$D" -l "$W/$side/server.log" -w start >/dev/null
+			pm=$(head -n1 "$D/postmaster.pid")
+			c0=$(awk '{ print $16 + $17 }' "/proc/$pm/stat")
+			"$bin/pgbench" -h "$W" -p 5432 -n -M prepared -c 8 -j 2 -D pool="$POOL" \
+				-t $((CPU_TX / 8)) -f "$W/lease.sql" postgres >/dev/null 2>&1
+			# the backends have exited and been reaped once none is left
+			until [ "$("$bin/psql" -X -At -h "$W" -p 5432 -d postgres -c \
+				"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgbench'")" = 0 ]; do
+				sleep 0.1
+			done
+			sleep 0.5
+			c1=$(awk '{ print $16 + $17 }' "/proc/$pm/stat")
+			printf '%s\t%s\t%s\n' "$round" "$side" \
+				"$(awk -v a="$c0" -v b="$c1" -v t="$ticks" -v n="$CPU_TX" 'BEGIN { printf "%.1f", (b - a) / t * 1e6 / n }')" >>"$W/cpu.tsv"
+			"$bin/pg_ctl" -D "$D" -m fast -w stop >/dev/null
+		done
+	done
+
 	# the counters counted: a check that the build under test really counts
 	local bin
 	bin=$(cat "$W/counters/bindir")
@@ -117,10 +153,12 @@ runuser -u postgres -- bash -c "inner '$work' '$top'"
 [ "$(cat "$work/counted")" = t ] || { echo "stats_cost.sh: the counters build did not count" >&2; exit 1; }
 
 out=bench/results/stats-cost-$(date -u +%Y%m%d-%H%M%S).md
-python3 - "$work/runs.tsv" "$commit" "$base_commit" "$ROUNDS" "$DUR" >"$out" <<'PY'
+python3 - "$work/runs.tsv" "$commit" "$base_commit" "$ROUNDS" "$DUR" "$work/cpu.tsv" "$CPU_TX" >"$out" <<'PY'
 import csv, statistics, sys, datetime, os
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter='\t'))
 commit, base, rounds, dur = sys.argv[2:6]
+cpu = list(csv.DictReader(open(sys.argv[6]), delimiter='\t'))
+cpu_tx = sys.argv[7]
 print(f"# What the counters cost: the lease cycle with and without them\n")
 print(f"Run of bench/stats_cost.sh on {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC, "
       f"{os.cpu_count()} CPUs, load average at the end {open('/proc/loadavg').read().split()[0]}. "
@@ -141,6 +179,13 @@ for fsync in ("on", "off"):
               f"{statistics.median(ratios):.3f} ({min(ratios):.2f}-{max(ratios):.2f}) | "
               f"{', '.join(f'{x:.0f}' for x in side['counters'].values())} | "
               f"{', '.join(f'{x:.0f}' for x in side['base'].values())} |")
+c = {s: [float(r["cpu_us_per_tx"]) for r in cpu if r["side"] == s] for s in ("counters", "base")}
+mc, mb = statistics.median(c["counters"]), statistics.median(c["base"])
+print(f"\nCPU time of the backends per lease cycle ({cpu_tx} cycles a run, 8 clients, fsync = off):\n")
+print("| counters µs (median) | base µs (median) | ratio | runs counters | runs base |")
+print("|---|---|---|---|---|")
+print(f"| {mc:.1f} | {mb:.1f} | {mc / mb:.3f} | {', '.join(f'{x:.1f}' for x in c['counters'])} | "
+      f"{', '.join(f'{x:.1f}' for x in c['base'])} |")
 PY
 cat "$out"
 echo "wrote $out"
