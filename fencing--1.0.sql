@@ -346,3 +346,141 @@ COMMENT ON VIEW fencing.stats IS
 	'Totals: leases, held, acquires, renewals, releases, expired takeovers, stale writes refused';
 
 GRANT SELECT ON fencing.stats TO PUBLIC;
+
+-- ---- Monitoring: schema fencing_monitor ----
+--
+-- What an operator's monitoring reads (docs/operations.md).  A schema of
+-- its own, so that pg_monitor can read it without USAGE on schema fencing,
+-- which would let it call every lease function.  It holds views and the
+-- functions behind them, nothing that changes a lease; stats_reset() is
+-- not open to PUBLIC, nor to pg_monitor.
+CREATE SCHEMA fencing_monitor;
+
+COMMENT ON SCHEMA fencing_monitor IS
+	'Counters, waiters and lease state for monitoring; readable by pg_monitor';
+
+GRANT USAGE ON SCHEMA fencing_monitor TO pg_monitor;
+
+-- This database's counters in shared memory (src/stats.c), NULL when they
+-- are off (detail says why); wait_time in milliseconds.
+CREATE FUNCTION fencing_monitor._stats(
+	OUT counting boolean, OUT detail text, OUT stats_reset timestamptz,
+	OUT acquires bigint, OUT renewals bigint, OUT releases bigint,
+	OUT force_releases bigint, OUT expirations bigint, OUT takeovers bigint,
+	OUT fence_advance_refusals bigint, OUT fence_guard_refusals bigint,
+	OUT claim_guard_refusals bigint, OUT old_band_refusals bigint,
+	OUT waits bigint, OUT wait_timeouts bigint,
+	OUT wait_time double precision)
+RETURNS record
+LANGUAGE C VOLATILE PARALLEL RESTRICTED
+AS 'MODULE_PATHNAME', 'fencing_stats';
+
+CREATE FUNCTION fencing_monitor._stats_wait_histogram(
+	OUT upper_ms double precision, OUT waits bigint)
+RETURNS SETOF record
+LANGUAGE C VOLATILE PARALLEL RESTRICTED ROWS 11
+AS 'MODULE_PATHNAME', 'fencing_stats_wait_histogram';
+
+CREATE FUNCTION fencing_monitor.stats_reset()
+RETURNS timestamptz
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_stats_reset';
+
+COMMENT ON FUNCTION fencing_monitor.stats_reset() IS
+	'Set this database''s counters to zero; returns the new stats_reset (superuser, or whom it is granted to)';
+
+REVOKE ALL ON FUNCTION fencing_monitor._stats(),
+	fencing_monitor._stats_wait_histogram(), fencing_monitor.stats_reset()
+	FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fencing_monitor._stats(),
+	fencing_monitor._stats_wait_histogram() TO pg_monitor;
+
+CREATE VIEW fencing_monitor.stats AS
+SELECT l.leases,
+	   l.held,
+	   s.acquires,
+	   s.renewals,
+	   s.releases,
+	   s.force_releases,
+	   s.expirations,
+	   s.takeovers,
+	   s.fence_advance_refusals,
+	   s.fence_guard_refusals,
+	   s.claim_guard_refusals,
+	   s.old_band_refusals,
+	   s.waits,
+	   s.wait_timeouts,
+	   s.wait_time
+  FROM fencing_monitor._stats() AS s,
+	   (SELECT pg_catalog.count(*) AS leases,
+			   pg_catalog.count(*) FILTER (
+				   WHERE r.released_at IS NULL
+					 AND r.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
+			   ) AS held
+		  FROM fencing.leases AS r) AS l;
+
+COMMENT ON VIEW fencing_monitor.stats IS
+	'Leases and held leases now; lease events, refused writes and waits since stats_info.stats_reset';
+
+CREATE VIEW fencing_monitor.stats_info AS
+SELECT s.stats_reset,
+	   s.counting,
+	   s.detail
+  FROM fencing_monitor._stats() AS s;
+
+COMMENT ON VIEW fencing_monitor.stats_info IS
+	'Since when the counters count, and whether they do (detail says why not)';
+
+CREATE VIEW fencing_monitor.wait_histogram AS
+SELECT h.upper_ms,
+	   h.waits
+  FROM fencing_monitor._stats_wait_histogram() AS h;
+
+COMMENT ON VIEW fencing_monitor.wait_histogram IS
+	'Waits that lasted at most upper_ms milliseconds, cumulative, as in a Prometheus histogram';
+
+-- The same rows as fencing.lease_status.
+CREATE VIEW fencing_monitor.lease_status AS
+SELECT s.*
+  FROM fencing.lease_status AS s;
+
+COMMENT ON VIEW fencing_monitor.lease_status IS
+	'fencing.lease_status, for monitoring';
+
+-- Backends waiting for a lease or a semaphore of this database, found on
+-- every major by the queue's advisory lock (src/events.c): field 4 =
+-- 0x4646 (objsubid 17990), fields 2 and 3 the 64-bit hash of the name
+-- (classid, objid).  The head of a queue holds that lock and sleeps in
+-- wait event Extension:FencingLeaseWait (Extension:Extension before
+-- PostgreSQL 17); the others wait for it (Lock:advisory).
+CREATE VIEW fencing_monitor.waiters AS
+SELECT n.name AS lease,
+	   q.pid,
+	   q.granted AS head,
+	   a.usename,
+	   a.application_name,
+	   a.wait_event_type,
+	   a.wait_event,
+	   a.query_start
+  FROM pg_catalog.pg_locks AS q
+  JOIN (SELECT DISTINCT r.name, pg_catalog.hashtextextended(r.name, 0) AS h
+		  FROM fencing.leases AS r
+		 WHERE r.released_at IS NULL) AS n
+	ON q.classid OPERATOR(pg_catalog.=)
+		 ((n.h OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 4294967295)::pg_catalog.oid
+   AND q.objid OPERATOR(pg_catalog.=)
+		 (n.h OPERATOR(pg_catalog.&) 4294967295)::pg_catalog.oid
+  LEFT JOIN pg_catalog.pg_stat_activity AS a
+	ON a.pid OPERATOR(pg_catalog.=) q.pid
+ WHERE q.locktype OPERATOR(pg_catalog.=) 'advisory'
+   AND q.objsubid OPERATOR(pg_catalog.=) 17990
+   AND q.database OPERATOR(pg_catalog.=)
+		 (SELECT d.oid FROM pg_catalog.pg_database AS d
+		   WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database());
+
+COMMENT ON VIEW fencing_monitor.waiters IS
+	'Backends waiting in lease_acquire or semaphore_acquire: the lease, and whether the backend is the head of its queue';
+
+GRANT SELECT ON fencing_monitor.stats, fencing_monitor.stats_info,
+	fencing_monitor.wait_histogram, fencing_monitor.lease_status,
+	fencing_monitor.waiters TO pg_monitor;

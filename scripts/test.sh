@@ -138,6 +138,10 @@ for s in $suites; do
 	regress)
 		[ -n "$(ls sql/*.sql 2>/dev/null)" ] &&
 			run_suite regress $PGX make -s installcheck ISOLATION= TAP_TESTS=
+		# the counters of fencing_monitor, which on 13 to 16 count only
+		# with shared_preload_libraries (off above: monitor_stats_1.out)
+		run_suite preload env TMP_CLUSTER_CONF="shared_preload_libraries = 'fencing'" \
+			$PGX make -s installcheck REGRESS=monitor_stats ISOLATION=monitor_waits TAP_TESTS=
 		;;
 	isolation)
 		[ -n "$(ls specs/*.spec 2>/dev/null)" ] &&

@@ -55,6 +55,7 @@
 #include "utils/rel.h"
 
 #include "resource.h"
+#include "stats.h"
 
 FENCING_FUNCTION(fencing_claim_stamp);
 FENCING_FUNCTION(fencing_claim_guard);
@@ -257,6 +258,7 @@ declared_token(int64 *token)
 static void
 count_refusal(void)
 {
+	fencing_stats_count(FENCING_STAT_CLAIM_GUARD_REFUSALS);
 	if (XactReadOnly || IsInParallelMode() || RecoveryInProgress())
 		return;
 	(void) nextval_internal(fencing_catalog()->stale_count_oid, false);

@@ -83,6 +83,26 @@ fencing_waiter_unregister(const char *name, int len)
 }
 
 /*
+ * The wait event a waiter at the head of a lease's queue sleeps in, as
+ * pg_stat_activity shows it: Extension:FencingLeaseWait on PostgreSQL 17
+ * and later, the generic Extension:Extension before (fencing_monitor.waiters
+ * finds waiters on every major).
+ */
+static uint32
+lease_wait_event(void)
+{
+#if PG_VERSION_NUM >= 170000
+	static uint32 wait_event = 0;
+
+	if (wait_event == 0)
+		wait_event = WaitEventExtensionNew("FencingLeaseWait");
+	return wait_event;
+#else
+	return PG_WAIT_EXTENSION;
+#endif
+}
+
+/*
  * Sleep until our latch is set or "timeout_ms" passes.  Errors out at
  * once on cancel, statement_timeout, termination, and (PostgreSQL 15+)
  * when the client has gone away.
@@ -98,9 +118,9 @@ fencing_waiter_sleep(long timeout_ms)
 		events |= WL_SOCKET_CLOSED;
 	rc = WaitLatchOrSocket(MyLatch, events,
 						   MyProcPort != NULL ? MyProcPort->sock : PGINVALID_SOCKET,
-						   timeout_ms, PG_WAIT_EXTENSION);
+						   timeout_ms, lease_wait_event());
 #else
-	rc = WaitLatch(MyLatch, events, timeout_ms, PG_WAIT_EXTENSION);
+	rc = WaitLatch(MyLatch, events, timeout_ms, lease_wait_event());
 #endif
 	ResetLatch(MyLatch);
 #if PG_VERSION_NUM >= 150000

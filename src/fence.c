@@ -34,6 +34,7 @@
 #include "utils/plancache.h"
 
 #include "resource.h"
+#include "stats.h"
 
 FENCING_FUNCTION(fencing_fence_check);
 FENCING_FUNCTION(fencing_fence_allows);
@@ -60,10 +61,13 @@ fencing_count_stale_write(void)
 	(void) nextval_internal(cat->stale_count_oid, false);
 }
 
+/* fence_guard reports with its table's name, fence_advance without */
 void
 fencing_report_stale(int64 token, int64 fence, const char *relname)
 {
 	fencing_count_stale_write();
+	fencing_stats_count(relname != NULL ? FENCING_STAT_FENCE_GUARD_REFUSALS :
+						FENCING_STAT_FENCE_ADVANCE_REFUSALS);
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCING_STALE_TOKEN),
 			 errmsg("fencing token %lld is stale", (long long) token),

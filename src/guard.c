@@ -52,6 +52,7 @@
 #include "utils/rel.h"
 
 #include "resource.h"
+#include "stats.h"
 
 FENCING_FUNCTION(fencing_fence_guard);
 
@@ -215,6 +216,7 @@ static void
 report_null_fence(Relation rel, int64 old_fence)
 {
 	fencing_count_stale_write();
+	fencing_stats_count(FENCING_STAT_FENCE_GUARD_REFUSALS);
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCING_STALE_TOKEN),
 			 errmsg("fence of a row of \"%s\" cannot be set to NULL",

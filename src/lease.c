@@ -26,6 +26,7 @@
 #include "utils/timestamp.h"
 
 #include "lease.h"
+#include "stats.h"
 
 #define LEASE_MAX_TTL_USECS		(INT64CONST(86400) * USECS_PER_SEC)
 #define LEASE_MAX_WAIT_USECS	(INT64CONST(86400) * USECS_PER_SEC)
@@ -281,6 +282,7 @@ wait_and_acquire(LeaseRequest *req, int32 slots, int64 start,
 			acquired = true;
 			break;
 		}
+		fencing_stats_wait_begin(start);
 		left = wait_usecs - (monotonic_usecs() - start);
 		if (left <= 0)
 			break;
@@ -322,12 +324,17 @@ acquire_waiting(LeaseRequest *req, int32 slots, int64 wait_usecs,
 	{
 		if (take_own(req, slots, res))
 			return true;
+		fencing_stats_wait_begin(start);
 		if (!fencing_queue_enter(nm, len,
 								 wait_usecs - (monotonic_usecs() - start)))
+		{
+			fencing_stats_wait_end(false);
 			return false;
+		}
 	}
 	acquired = wait_and_acquire(req, slots, start, wait_usecs, res);
 	fencing_queue_leave(nm, len);
+	fencing_stats_wait_end(acquired);
 	return acquired;
 }
 
@@ -383,6 +390,7 @@ acquire(LeaseRequest *req, int32 slots, int64 wait_usecs)
 	else if (!acquire_waiting(req, slots, wait_usecs, &res))
 		return 0;
 
+	fencing_stats_acquired(res.takeover, res.lapsed);
 	fencing_notify(res.takeover ? "takeover" : "acquire",
 				   VARDATA_ANY(req->name), VARSIZE_ANY_EXHDR(req->name),
 				   res.token, text_to_cstring(req->holder));
@@ -479,6 +487,7 @@ fencing_lease_renew(PG_FUNCTION_ARGS)
 
 	if (run_as_holder(LEASE_RENEW, &req, &res) == 0)
 		PG_RETURN_BOOL(false);
+	fencing_stats_count(FENCING_STAT_RENEWALS);
 	/* the lease comes free sooner than its waiters' head last saw */
 	if (res.shortened)
 		fencing_wake_waiters_at_commit(VARDATA_ANY(req.name),
@@ -500,6 +509,7 @@ fencing_lease_release(PG_FUNCTION_ARGS)
 
 	if (run_as_holder(LEASE_RELEASE, &req, NULL) == 0)
 		PG_RETURN_BOOL(false);
+	fencing_stats_count(FENCING_STAT_RELEASES);
 	fencing_lease_freed(req.name, req.token, "release", NULL);
 	ForceSyncCommit();
 	PG_RETURN_BOOL(true);

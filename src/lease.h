@@ -61,6 +61,8 @@ typedef struct LeaseResult
 	bool		row_seen;		/* saw the row, which did not qualify */
 	bool		locked;			/* skip_locked: the row was locked */
 	bool		shortened;		/* RENEW: the lease now expires sooner */
+	bool		lapsed;			/* TAKE, TAKE_OWN: the term taken over had
+								 * expired, not been released */
 } LeaseResult;
 
 /*

@@ -659,7 +659,8 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 	uint64		processed = 0;
 
 	if (result != NULL)
-		result->row_seen = result->locked = result->shortened = false;
+		result->row_seen = result->locked = result->shortened =
+			result->lapsed = false;
 	fencing_become_owner(&scope);
 	rel = open_leases(lockmode);
 	refuse_unsupported(rel, writes);
@@ -735,6 +736,10 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 								result->shortened =
 									DatumGetTimestampTz(COL(ch.slot, COL_EXPIRES_AT)) <
 									DatumGetTimestampTz(COL(old, COL_EXPIRES_AT));
+							if ((stmt == LEASE_TAKE || stmt == LEASE_TAKE_OWN) &&
+								result != NULL)
+								result->lapsed = COL_ISNULL(old, COL_RELEASED_AT) &&
+									!live(old, now);
 							processed = 1;
 						}
 					}

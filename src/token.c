@@ -95,6 +95,7 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
+#include "stats.h"
 #include "token.h"
 
 /* epoch e owns [e << EPOCH_SHIFT, (e + 1) << EPOCH_SHIFT) */
@@ -692,6 +693,8 @@ fencing_check_token_band(int64 token)
 	fencing_restore_user(&scope);
 
 	if (verified.issuer && token < verified.start)
+	{
+		fencing_stats_count(FENCING_STAT_OLD_BAND_REFUSALS);
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCING_OLD_BAND),
 				 errmsg("lease of fencing token %lld was lost at failover",
@@ -703,6 +706,7 @@ fencing_check_token_band(int64 token)
 						   (long long) token, (long long) verified.start),
 				 errhint("Stop writing with this token and acquire the lease again. "
 						 "A database that also guards resources with another cluster's tokens can set fencing.refuse_old_band = off.")));
+	}
 }
 
 /*

@@ -70,7 +70,7 @@ def wait_asleep(mon, lease, pids, limit=30.0):
                AND l.classid = ((hashtextextended(%s, 0) >> 32) & 4294967295)::oid
                AND l.objid = (hashtextextended(%s, 0) & 4294967295)::oid
                AND ((l.objsubid = 17989 AND l.granted
-                     AND a.wait_event_type = 'Extension' AND a.wait_event = 'Extension')
+                     AND a.wait_event_type = 'Extension' AND a.wait_event IN ('Extension', 'FencingLeaseWait'))
                     OR (l.objsubid = 17990 AND NOT l.granted))
             """, (list(pids), lease, lease))
         if n == len(pids):

@@ -21,4 +21,7 @@ INSERT INTO pg_temp.fencing_expected_functions (signature) VALUES
 ('fencing.lease_renew(name text, token bigint, ttl interval) RETURNS boolean VOLATILE PARALLEL UNSAFE'),
 ('fencing.lease_renew_all(names text[], tokens bigint[], ttl interval) RETURNS TABLE(name text, token bigint, renewed boolean) VOLATILE PARALLEL UNSAFE'),
 ('fencing.next_token() RETURNS bigint VOLATILE PARALLEL UNSAFE'),
-('fencing.semaphore_acquire(name text, holder text, slots integer, ttl interval, wait interval DEFAULT ''00:00:00''::interval) RETURNS bigint VOLATILE PARALLEL UNSAFE');
+('fencing.semaphore_acquire(name text, holder text, slots integer, ttl interval, wait interval DEFAULT ''00:00:00''::interval) RETURNS bigint VOLATILE PARALLEL UNSAFE'),
+('fencing_monitor._stats(OUT counting boolean, OUT detail text, OUT stats_reset timestamp with time zone, OUT acquires bigint, OUT renewals bigint, OUT releases bigint, OUT force_releases bigint, OUT expirations bigint, OUT takeovers bigint, OUT fence_advance_refusals bigint, OUT fence_guard_refusals bigint, OUT claim_guard_refusals bigint, OUT old_band_refusals bigint, OUT waits bigint, OUT wait_timeouts bigint, OUT wait_time double precision) RETURNS record VOLATILE PARALLEL RESTRICTED (no EXECUTE for PUBLIC)'),
+('fencing_monitor._stats_wait_histogram(OUT upper_ms double precision, OUT waits bigint) RETURNS SETOF record VOLATILE PARALLEL RESTRICTED (no EXECUTE for PUBLIC)'),
+('fencing_monitor.stats_reset() RETURNS timestamp with time zone VOLATILE PARALLEL UNSAFE (no EXECUTE for PUBLIC)');
