@@ -48,7 +48,7 @@
  *	fencing.token_origin	hash of (system identifier, database OID) of the
  *							database that entered the band; 0: an entry is
  *							pending (dumped)
- *	fencing.token_band		epoch << 32 | timeline of the band (not dumped)
+ *	fencing.token_band		epoch << 32 | timeline of the band (dumped)
  *	fencing.token_witness	LSN of token_origin's page as we last wrote it
  *							(not dumped)
  *
@@ -411,7 +411,14 @@ band_floor(const TokenState *st, BandEntry entry, TimeLineID tli,
 		   int64 floor, int64 *epoch_out)
 {
 	int64		start = Max(st->counter, floor);
-	int64		prev_epoch = BAND_EPOCH(st->band);
+
+	/*
+	 * In epoch mode the counter's epoch is that of the last token issued: a
+	 * state restored without its band (or one switched from clock mode)
+	 * still cannot go back to an epoch it used.
+	 */
+	int64		prev_epoch = Max(BAND_EPOCH(st->band),
+								 st->counter >> EPOCH_SHIFT);
 
 	if (start == PG_INT64_MAX)
 		token_space_exhausted(0);
