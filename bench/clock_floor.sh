@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# bench/clock_floor.sh: what the clock floor of the token source costs
+# (docs/tokens.md, "A primary that comes back").  Builds the extension
+# twice, from a base commit (83fed51 by default: no clock floor, no band
+# lock) and from this checkout, into two private copies of the server
+# installation, and runs the same pgbench scripts against one cluster,
+# restarted with one build or the other, alternating builds over rounds
+# (so that drift of the machine falls on both alike), with fsync off and
+# on.  Scripts, 8 clients, 1000 lease names:
+#   cycle   acquire + release (the lease cycle of bench/run.sh)
+#   write   acquire + a fenced write of the lease's row (fence_advance,
+#           which checks the token's band) + release
+# Writes bench/results/clock-floor-<date>.md.
+#
+#   sudo bench/clock_floor.sh                 # 5 rounds of 10 s each
+#   ROUNDS=2 DUR=5 sudo bench/clock_floor.sh  # quick
+#   BASE=<commit> sudo bench/clock_floor.sh
+set -euo pipefail
+export LC_ALL=C
+cd "$(dirname "$0")/.."
+top=$PWD
+. scripts/deps.sh
+
+: "${BASE:=83fed51}" "${ROUNDS:=5}" "${DUR:=10}" "${CLIENTS:=8}" "${POOL:=1000}"
+pgbin=/usr/lib/postgresql/$FENCING_PG_MAJOR
+root=$(mktemp -d /tmp/fencing-clock-floor.XXXXXX)
+trap 'fencing_as_postgres "$root/after$pgbin/bin/pg_ctl" -D "$root/data" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$root"' EXIT
+
+# build NAME: the sources in $root/NAME.src, installed into $root/NAME
+build() {
+	local name=$1
+	mkdir -p "$root/$name/usr/lib/postgresql" "$root/$name/usr/share/postgresql"
+	cp -a "$pgbin" "$root/$name/usr/lib/postgresql/"
+	cp -a "/usr/share/postgresql/$FENCING_PG_MAJOR" "$root/$name/usr/share/postgresql/"
+	(cd "$root/$name.src" && make -s PG_CONFIG="$pgbin/bin/pg_config" \
+		PG_CFLAGS="-Wall -Wextra -Werror -Wno-unused-parameter" &&
+		make -s PG_CONFIG="$pgbin/bin/pg_config" DESTDIR="$root/$name" install) >/dev/null
+}
+mkdir -p "$root/before.src" "$root/after.src"
+git archive "$BASE" | tar -x -C "$root/before.src"
+tar --exclude=.git --exclude='*.o' --exclude='*.so' --exclude='*.bc' -cf - . | tar -xf - -C "$root/after.src"
+build before
+build after
+chown -R postgres:postgres "$root"
+
+PORT=$((20000 + RANDOM % 10000))
+W=$root
+run() { fencing_as_postgres "$@"; }
+run "$root/after$pgbin/bin/initdb" -D "$root/data" -A trust -U postgres --no-sync >/dev/null
+cat >>"$root/data/postgresql.conf" <<EOF
+listen_addresses = ''
+unix_socket_directories = '$root'
+port = $PORT
+max_connections = 50
+shared_buffers = 256MB
+synchronous_commit = on
+max_wal_size = 8GB
+checkpoint_timeout = 1h
+log_min_messages = warning
+EOF
+
+start() {	# start BUILD FSYNC
+	sed -i "/^fsync = /d" "$root/data/postgresql.conf"
+	echo "fsync = $2" >>"$root/data/postgresql.conf"
+	run "$root/$1$pgbin/bin/pg_ctl" -D "$root/data" -l "$root/server.log" -w start >/dev/null
+}
+stop() { run "$root/$1$pgbin/bin/pg_ctl" -D "$root/data" -w stop >/dev/null; }
+psql_() { run "$pgbin/bin/psql" -X -q -h "$root" -p $PORT -U postgres -d postgres "$@"; }
+
+start after off
+psql_ -c "CREATE EXTENSION fencing" -c "CREATE TABLE res (id int PRIMARY KEY, fence bigint)" \
+	-c "INSERT INTO res SELECT g, NULL FROM generate_series(1, $POOL) g"
+stop after
+cat >"$root/cycle.sql" <<EOF
+\set n random(1, $POOL)
+SELECT coalesce(fencing.lease_acquire('l' || :n, 'c' || :client_id, '1 minute'), 0) AS tok \gset
+SELECT fencing.lease_release('l' || :n, :tok);
+EOF
+cat >"$root/write.sql" <<EOF
+\set n random(1, $POOL)
+SELECT coalesce(fencing.lease_acquire('l' || :n, 'c' || :client_id, '1 minute'), 0) AS tok \gset
+UPDATE res SET fence = fencing.fence_advance(fence, :tok, true) WHERE id = :n AND :tok > 0;
+SELECT fencing.lease_release('l' || :n, :tok);
+EOF
+chown postgres "$root"/*.sql
+
+declare -A sum
+out=$root/raw.txt
+for fs in off on; do
+	for r in $(seq 1 "$ROUNDS"); do
+		# alternate which build goes first
+		order="before after"
+		[ $((r % 2)) -eq 0 ] && order="after before"
+		for b in $order; do
+			start "$b" "$fs"
+			for s in cycle write; do
+				tps=$(run "$pgbin/bin/pgbench" -n -h "$root" -p $PORT -U postgres -c "$CLIENTS" -j 2 \
+					-T "$DUR" -f "$root/$s.sql" postgres 2>/dev/null |
+					sed -n 's/^tps = \([0-9.]*\) .*/\1/p')
+				echo "$fs $s $r $b $tps" | tee -a "$out"
+			done
+			stop "$b"
+		done
+	done
+done
+
+date=$(date -u +%Y%m%d-%H%M%S)
+report=$top/bench/results/clock-floor-$date.md
+python3 - "$out" "$BASE" "$(git -C "$top" rev-parse --short HEAD)" "$ROUNDS" "$DUR" "$CLIENTS" \
+	"$(nproc)" "$(uptime | sed 's/.*load average: //')" >"$report" <<'PY'
+import sys, statistics, collections
+raw, base, head, rounds, dur, clients, cpus, load = sys.argv[1:]
+d = collections.defaultdict(list)
+for line in open(raw):
+    fs, s, r, b, tps = line.split()
+    d[(fs, s, b)].append(float(tps))
+print("# The clock floor: lease cycle before and after\n")
+print(f"bench/clock_floor.sh: {rounds} rounds of {dur} s per build, script and fsync setting, "
+      f"{clients} clients, builds alternating; before = {base}, after = {head}; "
+      f"{cpus} CPUs, load average at the end {load}.\n")
+print("| fsync | script | before (tps, median) | after (tps, median) | after / before | rounds before | rounds after |")
+print("|---|---|---|---|---|---|---|")
+for fs in ("off", "on"):
+    for s in ("cycle", "write"):
+        b, a = d[(fs, s, "before")], d[(fs, s, "after")]
+        mb, ma = statistics.median(b), statistics.median(a)
+        print(f"| {fs} | {s} | {mb:,.0f} | {ma:,.0f} | {ma / mb:.3f} | "
+              f"{' '.join(f'{x:.0f}' for x in b)} | {' '.join(f'{x:.0f}' for x in a)} |")
+PY
+cat "$report"
+echo "report: $report"
