@@ -389,14 +389,18 @@ inline enter_band()
 		:: else
 		fi;
 		entry = clock;
+#ifdef CLOCK_BANDS
 		rbase = bstart; rtick = clock;
+#endif
 		printf("MSC: t=%d node %d enters a band at %d\n", clock, node, bstart)
+#ifdef CLOCK_FLOOR
 	:: RAISE ->
 		/* the clock floor: the next token is the node's clock */
 		counter = CLK(node) - 1;
 		rbase = CLK(node); rtick = clock;
 		printf("MSC: t=%d node %d raises its counter to the clock: next token %d\n",
 			   clock, node, rbase)
+#endif
 	:: else
 	fi
 }

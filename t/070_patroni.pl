@@ -794,13 +794,16 @@ sub freeze_and_resume
 	});
 	if ($leader eq $old)
 	{
-		# the third member followed $new onto its timeline, ahead of the
-		# resumed leader's: Patroni 3.0.2 does not rewind a replica, so it
-		# is reinitialized, as after the double failover
-		my ($third) = grep { $_ ne $old && $_ ne $new } @{ $scenario->{members} };
-		signal_member($member{$third}, 'KILL', 1);
-		rmtree($member{$third}{data});
-		start_member($member{$third});
+		# the other two followed $new onto its timeline, ahead of the resumed
+		# leader's: Patroni 3.0.2 rewinds a demoted leader but not a replica
+		# (and not always the former either), so both are reinitialized, as
+		# after the double failover
+		for my $other (grep { $_ ne $old } @{ $scenario->{members} })
+		{
+			signal_member($member{$other}, 'KILL', 1);
+			rmtree($member{$other}{data});
+			start_member($member{$other});
+		}
 	}
 	wait_streaming($leader, grep { $_ ne $leader } @{ $scenario->{members} });
 	$scenario->{took_back} = $leader eq $old ? 1 : 0;
