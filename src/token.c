@@ -35,14 +35,14 @@
  * 3. The clock floor (clock mode).  Between band entries the counter never
  *	  lags the wall clock by more than fencing.max_clock_lag (10 ms): a draw
  *	  further behind raises the counter to the clock first (raise_to_clock),
- *	  at most once per max_clock_lag of real time.  So a primary that was frozen
- *	  while a standby was promoted and issued tokens, and whose history then
- *	  went on instead of the standby's (a paused VM, an HA manager that
- *	  hands the role back), issues above the standby's tokens without a
- *	  promotion of its own.  A raise is not a band entry: tokens issued
- *	  before it stay valid.  A token above the counter was issued by no
- *	  token source of this history, and is refused like one from before the
- *	  band.
+ *	  at most once per max_clock_lag of real time.  So a primary that was
+ *	  frozen while a standby was promoted and issued tokens, and whose
+ *	  history then went on instead of the standby's (a paused VM, an HA
+ *	  manager that hands the role back), issues above the standby's tokens
+ *	  without a promotion of its own.  A raise is not a band entry: tokens
+ *	  issued before it stay valid.  A token above the counter was issued by
+ *	  no token source of this history, and is refused like one from before
+ *	  the band.
  *
  *	  With fencing.epoch_file set, the floor comes from an epoch the HA
  *	  manager writes from its consensus store before promoting, and no clock
@@ -651,17 +651,19 @@ verify_band(const FencingCatalog *cat, TimeLineID tli, int64 floor,
 
 /*
  * Clock mode: raise the counter to the wall clock, when it lags it by more
- * than fencing.max_clock_lag.  Without it a primary that was frozen (a paused VM)
- * while a standby was promoted and issued tokens, and whose history then
- * went on instead of the standby's, would continue below those tokens.
+ * than fencing.max_clock_lag.  Without it a primary that was frozen (a
+ * paused VM) while a standby was promoted and issued tokens, and whose
+ * history then went on instead of the standby's, would continue below
+ * those tokens.
  *
  * Not a band entry: tokens issued before stay valid, since an idle
  * database lags the clock just as a frozen one does.  The protocol is a
  * band entry's: mark token_origin first (setval of the same value: a new
  * page LSN), then read the counter, so that a value drawn concurrently is
  * either counted in what we read or discarded by its drawer; setval() then
- * moves the counter only up.  The witness follows token_origin's new LSN;
- * a crash in between leaves a state that enters a band, which is safe.
+ * moves the counter only up.  The witness follows token_origin's new LSN
+ * at once; a crash in between leaves a state that enters a band, which is
+ * safe.
  */
 static void
 raise_to_clock(const FencingCatalog *cat)
@@ -678,15 +680,20 @@ raise_to_clock(const FencingCatalog *cat)
 			XLogRecPtr	lsn;
 
 			set_sequence(cat->token_origin_oid, database_origin());
-			if (read_counter(cat) < clock)
-				set_sequence(cat->token_seq_oid, clock);
 			lsn = sequence_lsn(cat->token_origin_oid);
 			set_sequence(cat->token_witness_oid, (int64) lsn);
-			XLogFlush(XactLastRecEnd);
+			if (read_counter(cat) < clock)
+				set_sequence(cat->token_seq_oid, clock);
 			verified.origin_lsn = lsn;
 		}
 	}
 	unlock_token_state(cat, ExclusiveLock);
+
+	/*
+	 * No flush here: the token drawn next is flushed up to token_seq's page
+	 * LSN before it is returned (fencing_issue_token), which covers our
+	 * three records, the counter's last.
+	 */
 }
 
 static bool
@@ -776,6 +783,8 @@ fencing_issue_token(void)
 		break;
 	}
 	fencing_restore_user(&scope);
+	/* this backend's band checks need not read the counter for it */
+	verified.counter_seen = Max(verified.counter_seen, token);
 
 	if (token >= verified.end)
 		token_space_exhausted(verified.end == PG_INT64_MAX ? 0 :
