@@ -11,6 +11,9 @@
 #   cycle   acquire + release (the lease cycle of bench/run.sh)
 #   write   acquire + a fenced write of the lease's row (fence_advance,
 #           which checks the token's band) + release
+# Besides tps it reports the server's CPU time per cycle (the postmaster
+# and its children, those that exited included), which a loaded machine
+# distorts far less than throughput.
 # Writes bench/results/clock-floor-<date>.md.
 #
 #   sudo bench/clock_floor.sh                 # 5 rounds of 10 s each
@@ -70,6 +73,28 @@ start() {	# start CONFIG FSYNC
 }
 stop() { run "$root/$(inst "$1")$pgbin/bin/pg_ctl" -D "$root/data" -w stop >/dev/null; }
 psql_() { run "$pgbin/bin/psql" -X -q -h "$root" -p $PORT -U postgres -d postgres "$@"; }
+# CPU ticks of the postmaster, of its children that exited, and of those
+# that run
+srv_cpu() {
+	python3 - "$(head -n1 "$root/data/postmaster.pid")" <<'PY'
+import os, sys
+pm = sys.argv[1]
+def stat(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+f = stat(pm)
+total = sum(int(x) for x in f[11:15])	# utime stime cutime cstime
+for pid in os.listdir("/proc"):
+    if pid.isdigit() and pid != pm:
+        try:
+            g = stat(pid)
+        except OSError:
+            continue
+        if g[1] == pm:
+            total += int(g[11]) + int(g[12])
+print(total)
+PY
+}
 
 start after off
 psql_ -c "CREATE EXTENSION fencing" -c "CREATE TABLE res (id int PRIMARY KEY, fence bigint)" \
@@ -98,14 +123,20 @@ for fs in off on; do
 		for b in $order; do
 			start "$b" "$fs"
 			for s in cycle write; do
+				c0=$(srv_cpu)
 				run "$pgbin/bin/pgbench" -n -h "$root" -p $PORT -U postgres -c "$CLIENTS" -j 2 \
 					-T "$DUR" -f "$root/$s.sql" postgres >"$root/pgbench.out" 2>&1 || true
+				sleep 1	# the backends exit and are reaped
+				c1=$(srv_cpu)
 				tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$root/pgbench.out")
+				n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$root/pgbench.out")
 				if [ -z "$tps" ] || grep -q 'aborted' "$root/pgbench.out"; then
 					cat "$root/pgbench.out"
 					exit 1
 				fi
-				echo "$fs $s $r $b $tps" | tee -a "$out"
+				# CPU microseconds per cycle (ticks are 1/100 s)
+				us=$(awk -v c=$((c1 - c0)) -v n="$n" 'BEGIN { printf "%.1f", c * 10000 / n }')
+				echo "$fs $s $r $b $tps $us" | tee -a "$out"
 			done
 			stop "$b"
 		done
@@ -119,9 +150,11 @@ python3 - "$out" "$BASE" "$(git -C "$top" rev-parse --short HEAD)" "$ROUNDS" "$D
 import sys, statistics, collections
 raw, base, head, rounds, dur, clients, cpus, load = sys.argv[1:]
 d = collections.defaultdict(list)
+cpu = collections.defaultdict(list)
 for line in open(raw):
-    fs, s, r, b, tps = line.split()
+    fs, s, r, b, tps, us = line.split()
     d[(fs, s, b)].append(float(tps))
+    cpu[(fs, s, b)].append(float(us))
 print("# The clock floor: lease cycle before and after\n")
 print(f"bench/clock_floor.sh: {rounds} rounds of {dur} s per build, script and fsync setting, "
       f"{clients} clients, builds alternating; before = {base}, after = {head}; "
@@ -134,7 +167,16 @@ for fs in ("off", "on"):
         mb, ma, mh = statistics.median(b), statistics.median(a), statistics.median(h)
         rounds = "; ".join(" ".join(f"{x:.0f}" for x in v) for v in (b, a, h))
         print(f"| {fs} | {s} | {mb:,.0f} | {ma:,.0f} | {ma / mb:.3f} | {mh:,.0f} | {mh / mb:.3f} | {rounds} |")
-print("\ntps = lease cycles (or cycles with a write) per second, median of the rounds.")
+print("\ntps = lease cycles (or cycles with a write) per second, median of the rounds.\n")
+print("Server CPU time per cycle, in microseconds (median of the rounds; lower is better):\n")
+print("| fsync | script | before | after (10 ms) | after / before | after100 (100 ms) | after100 / before | rounds: before; after; after100 |")
+print("|---|---|---|---|---|---|---|---|")
+for fs in ("off", "on"):
+    for s in ("cycle", "write"):
+        b, a, h = cpu[(fs, s, "before")], cpu[(fs, s, "after")], cpu[(fs, s, "after100")]
+        mb, ma, mh = statistics.median(b), statistics.median(a), statistics.median(h)
+        rounds = "; ".join(" ".join(f"{x:.0f}" for x in v) for v in (b, a, h))
+        print(f"| {fs} | {s} | {mb:,.0f} | {ma:,.0f} | {ma / mb:.3f} | {mh:,.0f} | {mh / mb:.3f} | {rounds} |")
 PY
 cat "$report"
 echo "report: $report"
