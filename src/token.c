@@ -101,7 +101,6 @@
 #include "commands/sequence.h"
 #include "common/hashfn.h"
 #include "datatype/timestamp.h"
-#include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "storage/fd.h"
@@ -297,16 +296,6 @@ set_sequence(Oid seqoid, int64 value)
 						BoolGetDatum(true));
 }
 
-static int64
-spi_int8_column(int col)
-{
-	bool		isnull;
-	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-								  col, &isnull);
-
-	return isnull ? 0 : DatumGetInt64(d);
-}
-
 /*
  * The band lock.  Whoever writes the token state (a band entry, a raise,
  * arrived history) holds it exclusively from its mark to its last write;
@@ -326,18 +315,25 @@ unlock_token_state(const FencingCatalog *cat, LOCKMODE mode)
 	UnlockDatabaseObject(RelationRelationId, cat->token_base_oid, 0, mode);
 }
 
-/* the counter's last value, 0 if unused; no SPI, no lock of ours */
+/* a sequence's last value, 0 before its first nextval() or setval() */
 static int64
-read_counter(const FencingCatalog *cat)
+sequence_value(Oid seqoid)
 {
 	LOCAL_FCINFO(fcinfo, 1);
 	Datum		d;
 
 	InitFunctionCallInfoData(*fcinfo, NULL, 1, InvalidOid, NULL, NULL);
-	fcinfo->args[0].value = ObjectIdGetDatum(cat->token_seq_oid);
+	fcinfo->args[0].value = ObjectIdGetDatum(seqoid);
 	fcinfo->args[0].isnull = false;
 	d = pg_sequence_last_value(fcinfo);
 	return fcinfo->isnull ? 0 : DatumGetInt64(d);
+}
+
+/* the counter's last value, 0 if unused */
+static int64
+read_counter(const FencingCatalog *cat)
+{
+	return sequence_value(cat->token_seq_oid);
 }
 
 /*
@@ -347,25 +343,11 @@ read_counter(const FencingCatalog *cat)
 static void
 read_token_state(const FencingCatalog *cat, TokenState *st)
 {
-	int			rc;
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	rc = SPI_execute("SELECT (SELECT CASE WHEN s.is_called THEN s.last_value ELSE 0 END"
-					 "          FROM fencing.token_seq AS s),"
-					 "       (SELECT b.last_value FROM fencing.token_base AS b),"
-					 "       (SELECT o.last_value FROM fencing.token_origin AS o),"
-					 "       (SELECT t.last_value FROM fencing.token_band AS t),"
-					 "       (SELECT w.last_value FROM fencing.token_witness AS w)",
-					 true, 1);
-	if (rc != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not read the fencing token state");
-	st->counter = spi_int8_column(1);
-	st->start = spi_int8_column(2);
-	st->origin = spi_int8_column(3);
-	st->band = spi_int8_column(4);
-	st->witness = spi_int8_column(5);
-	SPI_finish();
+	st->counter = read_counter(cat);
+	st->start = sequence_value(cat->token_base_oid);
+	st->origin = sequence_value(cat->token_origin_oid);
+	st->band = sequence_value(cat->token_band_oid);
+	st->witness = sequence_value(cat->token_witness_oid);
 	st->origin_lsn = sequence_lsn(cat->token_origin_oid);
 }
 

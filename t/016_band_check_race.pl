@@ -9,8 +9,10 @@
 # from before the entry (no LF005) until the next one, while any fresh
 # session refused them.
 #
-# Deterministic: gdb stops backend A at SPI_finish, inside the read of the
-# state, while session B calls advance_tokens().  With the band lock, B
+# Deterministic: gdb stops backend A inside its read of the state (at
+# SPI_finish, where 83fed51 read it with a query, or at the first
+# pg_sequence_last_value, where it is read directly), while session B calls
+# advance_tokens().  With the band lock, B
 # waits for A; either way A is let go, B finishes, and A must then refuse
 # a token from before B's band entry.  Skipped when gdb is missing (outside
 # scripts/test.sh, which installs it).
@@ -65,8 +67,8 @@ my $a = session();
 my ($pid) = send_wait($a, 'SELECT pg_backend_pid();', qr/^(\d+)\n/, 'A to connect')
   =~ /^(\d+)/;
 
-# gdb stops A at SPI_finish: in the band check, between reading the token
-# state and reading token_origin's page LSN
+# gdb stops A in the band check, inside its read of the token state, before
+# it reads token_origin's page LSN
 my ($gin, $gout) = ('', '');
 my $gdb = IPC::Run::start(
 	[
@@ -74,7 +76,8 @@ my $gdb = IPC::Run::start(
 		'-p', $pid
 	],
 	'<', \$gin, '>&', \$gout);
-$gin .= "set pagination off\nset confirm off\nbreak SPI_finish\ncontinue\n";
+$gin .= "set pagination off\nset confirm off\nbreak SPI_finish\n"
+  . "break pg_sequence_last_value\ncontinue\n";
 eval {
 	wait_until('gdb to attach to A', 120, sub {
 		$gdb->pump_nb;
@@ -82,14 +85,14 @@ eval {
 	});
 	1;
 } or BAIL_OUT("gdb could not attach to backend $pid:\n$gout");
-pass("gdb holds backend $pid at SPI_finish");
+pass("gdb holds backend $pid");
 
 $a->{out} = $a->{err} = '';
 $a->{in} .= "SELECT fencing.fence_advance(NULL, $old);\n";
 wait_until('A to stop at the breakpoint', 120, sub {
 	$gdb->pump_nb;
 	$a->{h}->pump_nb;
-	return $gout =~ /Breakpoint 1, .*SPI_finish/;
+	return $gout =~ /Breakpoint \d+, .*(SPI_finish|pg_sequence_last_value)/;
 });
 pass('A stopped inside its band check');
 
