@@ -40,6 +40,8 @@ build() {
 		PG_CFLAGS="-Wall -Wextra -Werror -Wno-unused-parameter" &&
 		make -s PG_CONFIG="$pgbin/bin/pg_config" DESTDIR="$root/$name" install) >/dev/null
 }
+head=$(git rev-parse --short HEAD)
+git diff --quiet HEAD -- src fencing--1.0.sql || head="$head with uncommitted changes"
 mkdir -p "$root/before.src" "$root/after.src"
 git archive "$BASE" | tar -x -C "$root/before.src"
 tar --exclude=.git --exclude='*.o' --exclude='*.so' --exclude='*.bc' -cf - . | tar -xf - -C "$root/after.src"
@@ -145,7 +147,7 @@ done
 
 date=$(date -u +%Y%m%d-%H%M%S)
 report=$top/bench/results/clock-floor-$date.md
-python3 - "$out" "$BASE" "$(git -C "$top" rev-parse --short HEAD)" "$ROUNDS" "$DUR" "$CLIENTS" \
+python3 - "$out" "$BASE" "$head" "$ROUNDS" "$DUR" "$CLIENTS" \
 	"$(nproc)" "$(uptime | sed 's/.*load average: //')" >"$report" <<'PY'
 import sys, statistics, collections
 raw, base, head, rounds, dur, clients, cpus, load = sys.argv[1:]
