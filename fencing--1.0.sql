@@ -9,8 +9,9 @@ CREATE SCHEMA fencing;
 
 -- The token counter and the state that places it in a band (see
 -- src/token.c).  All non-transactional on purpose.  The counter, the band's
--- first token and its origin are dumped by pg_dump, so a restore continues
--- above them; the band's epoch and timeline and the witness are not.
+-- first token, its origin and its epoch and timeline are dumped by pg_dump,
+-- so a restore continues above them (in epoch mode: only in a greater
+-- epoch); the witness is not.
 CREATE SEQUENCE fencing.token_seq AS bigint
 	MINVALUE 1 NO CYCLE CACHE 1;
 CREATE SEQUENCE fencing.token_base AS bigint
@@ -75,6 +76,7 @@ SELECT pg_catalog.pg_extension_config_dump('fencing.leases', '');
 SELECT pg_catalog.pg_extension_config_dump('fencing.token_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('fencing.token_base', '');
 SELECT pg_catalog.pg_extension_config_dump('fencing.token_origin', '');
+SELECT pg_catalog.pg_extension_config_dump('fencing.token_band', '');
 
 REVOKE ALL ON fencing.leases, fencing.token_seq, fencing.token_base,
 	fencing.token_origin, fencing.token_band, fencing.token_witness,

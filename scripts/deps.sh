@@ -27,6 +27,7 @@ FENCING_DEB_PACKAGES=(
 	etcd-server
 	etcd-client
 	libfaketime
+	gdb
 	bison flex libssl-dev zlib1g-dev bzip2 xz-utils
 	liblz4-dev
 	libzstd-dev
@@ -94,6 +95,7 @@ fencing_install_deps() {
 # cluster on etcd (the test runs its own etcd and Patroni processes; the
 # packaged services are never started).  libfaketime: its skewed-clock member,
 # and the skewed clocks of t/013_clock_skew.pl and t/014_token_epoch.pl.
+# gdb: t/016_band_check_race.pl stops a backend at a breakpoint.
 # bison, flex, libssl-dev, zlib1g-dev, bzip2, xz-utils: the PostgreSQL
 # servers that scripts/pg_server.sh builds for the version matrix.
 # liblz4-dev, libzstd-dev: building Citus (scripts/citus.sh, t/071_citus.pl),
