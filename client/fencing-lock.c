@@ -113,6 +113,7 @@ typedef int64_t usec_t;			/* microseconds */
 #define RETRY_PAUSE		(250 * USECS_PER_MS)	/* after a failed renewal */
 #define GROUP_POLL		(20 * USECS_PER_MS) /* while the group outlives COMMAND */
 #define STALL_REPORTED	(500 * USECS_PER_MS)	/* this process did not run */
+#define ACQUIRE_TIMEOUT (5 * USECS_PER_SEC) /* at least, beyond --wait */
 
 typedef struct Options
 {
@@ -278,8 +279,9 @@ usage(void)
 	printf("      --holder=NAME            holder name (default: HOST:PID:RANDOM, unique\n"
 		   "                               to this run)\n");
 	printf("      --renew-every=DURATION   renewal period (default: a third of the TTL)\n");
-	printf("      --call-timeout=DURATION  deadline of each call to the server\n"
-		   "                               (default: a sixth of the TTL, at most 10s)\n");
+	printf("      --call-timeout=DURATION  deadline of each renewal and release (default:\n"
+		   "                               a sixth of the TTL, at most 10s; at least 5s\n"
+		   "                               for acquiring, beyond --wait)\n");
 	printf("      --grace=DURATION         time from SIGTERM to SIGKILL when the lease is\n"
 		   "                               lost (default: a sixth of the TTL, at most 10s)\n");
 	printf("  -v, --verbose                report acquiring, renewing and releasing\n");
@@ -526,9 +528,9 @@ duration_arg(const char *option, const char *value)
 static char *
 default_holder(void)
 {
+	static char holder[256 + 32];
 	char		host[256];
 	unsigned int nonce = 0;
-	char	   *holder;
 	int			fd;
 
 	if (gethostname(host, sizeof(host)) != 0 || host[0] == '\0')
@@ -544,13 +546,7 @@ default_holder(void)
 		nonce = (unsigned int) now_us() ^ ((unsigned int) getpid() << 16);
 	if (fd >= 0)
 		close(fd);
-	holder = malloc(strlen(host) + 32);
-	if (holder == NULL)
-	{
-		log_error("out of memory");
-		exit(EXIT_FAILED);
-	}
-	sprintf(holder, "%s:%d:%08x", host, (int) getpid(), nonce);
+	snprintf(holder, sizeof(holder), "%s:%d:%08x", host, (int) getpid(), nonce);
 	return holder;
 }
 
@@ -1401,9 +1397,14 @@ acquire(Run *run)
 	params[1] = opt->holder;
 	params[2] = ttl;
 	params[3] = wait;
-	/* the server ends the wait itself; the call timeout is for the rest */
+	/*
+	 * The server ends the wait itself; the rest (connecting first) may take
+	 * longer than a short TTL's call timeout, and the lease's validity is
+	 * counted from the sending anyway.
+	 */
 	call_begin(&run->server, "SELECT fencing.lease_acquire($1, $2, $3, $4)", 4, types, params,
-			   now_us() + opt->wait + opt->call_timeout);
+			   now_us() + opt->wait +
+			   (opt->call_timeout > ACQUIRE_TIMEOUT ? opt->call_timeout : ACQUIRE_TIMEOUT));
 	r = call_wait(run, true);
 	if (r == CALL_INTERRUPTED || r == CALL_FAILED)
 		run->grant_unknown = run->server.sent_at != 0;
