@@ -22,8 +22,8 @@
 # fencing-lock killed (its command too) and the takeover time; the stop
 # time; pgbouncer in transaction mode; a terminal.
 #
-# FENCING_LOCK_RUNS (default 3): runs of each timing measurement, reported
-# with note().
+# FENCING_LOCK_RUNS (default 3): runs of each timing measurement, for each
+# TTL in seconds of FENCING_LOCK_TTLS (default 2), reported with note().
 use strict;
 use warnings;
 
@@ -42,6 +42,7 @@ BAIL_OUT("$prog is not on PATH: make install puts it into pg_config --bindir")
   unless in_path($prog);
 my $timeout = $PostgreSQL::Test::Utils::timeout_default;
 my $runs = $ENV{FENCING_LOCK_RUNS} // 3;
+my @ttls = split ' ', $ENV{FENCING_LOCK_TTLS} // '2';
 my $tmp = PostgreSQL::Test::Utils::tempdir;
 
 my $node = PostgreSQL::Test::Cluster->new('lock');
@@ -638,47 +639,56 @@ kill 'KILL', $spid;
 # waiting runner takes over once the lease expires.  Takeover time: from
 # the SIGKILL to the start of the waiting runner's command.
 
-my @takeover;
-for my $i (1 .. $runs)
+my ($first_kill, @all) = (1);
+for my $ttl (@ttls)
 {
-	my $ka = start_lock([ '--ttl', '2s', 'killed' ], "killed_a$i");
-	my ($apid) = split / /, wait_event("killed_a$i", 'start')->[2];
-	my $kb = start_lock([ '--wait', '60s', '--ttl', '2s', '-d', "application_name=lock_kb$i", 'killed' ],
-		"killed_b$i");
-	$node->poll_query_until('postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = 'lock_kb$i' AND state = 'active'")
-	  or die 'no waiter';
-	my $t0 = time;
-	kill 'KILL', $ka->{pid};
-	my $bs = wait_event("killed_b$i", 'start');
-	push @takeover, $bs->[1] - $t0;
-	finish_lock($ka);
-	wait_until('the command of the killed runner dies', $timeout, sub { !alive($apid) });
-	if ($i == 1)
+	my @takeover;
+	for my $i (1 .. $runs)
 	{
-		pass("fencing-lock killed: its command $apid is killed too");
-		is(lease('killed', 'takeover'), 't', 'the waiting runner took the expired lease over');
+		my $tag = "killed_${ttl}_$i";
+		my $ka = start_lock([ '--ttl', "${ttl}s", 'killed' ], "${tag}_a");
+		my ($apid) = split / /, wait_event("${tag}_a", 'start')->[2];
+		my $kb = start_lock(
+			[ '--wait', '60s', '--ttl', "${ttl}s", '-d', "application_name=lock_$tag", 'killed' ],
+			"${tag}_b");
+		$node->poll_query_until('postgres',
+			"SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = 'lock_$tag' AND state = 'active'")
+		  or die 'no waiter';
+		my $t0 = time;
+		kill 'KILL', $ka->{pid};
+		my $bs = wait_event("${tag}_b", 'start');
+		push @takeover, $bs->[1] - $t0;
+		finish_lock($ka);
+		wait_until('the command of the killed runner dies', $timeout, sub { !alive($apid) });
+		if ($first_kill)
+		{
+			pass("fencing-lock killed: its command $apid is killed too");
+			is(lease('killed', 'takeover'), 't', 'the waiting runner took the expired lease over');
+			$first_kill = 0;
+		}
+		go("${tag}_b");
+		finish_lock($kb);
 	}
-	go("killed_b$i");
-	finish_lock($kb);
-}
-note('takeover time (TTL 2 s, runner SIGKILLed, waiter with --wait): ' . stats(@takeover));
+	note("takeover time (TTL $ttl s, runner SIGKILLed, waiter with --wait): " . stats(@takeover));
 
-# Stop time: from the loss (force release) to the exit of a command that
-# stops at SIGTERM; it comes with the next renewal, a third of the TTL.
-my @stop;
-for my $i (1 .. $runs)
-{
-	my $s = start_lock([ '--ttl', '3s', 'stoptime' ], "stop$i", 'die_on=TERM');
-	wait_event("stop$i", 'start');
-	my $t0 = time;
-	$node->safe_psql('postgres', "SELECT fencing.lease_force_release('stoptime')");
-	my $sig = wait_event("stop$i", 'sig');
-	push @stop, $sig->[1] - $t0;
-	finish_lock($s);
+	# Stop time: from the loss (force release) to SIGTERM at a command
+	# that stops at SIGTERM; it comes with the next renewal, TTL/3 at most.
+	my @stop;
+	for my $i (1 .. $runs)
+	{
+		my $tag = "stop_${ttl}_$i";
+		my $s = start_lock([ '--ttl', "${ttl}s", 'stoptime' ], $tag, 'die_on=TERM');
+		wait_event($tag, 'start');
+		my $t0 = time;
+		$node->safe_psql('postgres', "SELECT fencing.lease_force_release('stoptime')");
+		my $sig = wait_event($tag, 'sig');
+		push @stop, $sig->[1] - $t0;
+		finish_lock($s);
+	}
+	note("stop time (TTL $ttl s, renewal every TTL/3, lease force-released): " . stats(@stop));
+	push @all, @takeover, @stop;
 }
-note('stop time (TTL 3 s, renewal every 1 s, lease force-released): ' . stats(@stop));
-ok((!grep { $_ > 30 } @takeover, @stop), 'takeover and stop times measured');
+ok((!grep { $_ > 30 } @all), 'takeover and stop times measured');
 
 # ---------------------------------------------------------------------------
 # pgbouncer in transaction mode
