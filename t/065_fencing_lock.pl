@@ -316,7 +316,9 @@ is($node->safe_psql('postgres', "SELECT count(*) FROM fencing.lease_status WHERE
 
 # errors of the connection and the server: 125, the command is not run
 ($rc, $out, $err) = run_lock([ '-p', '1', '-h', '127.0.0.1', 'conn' ], 'conn');
-ok($rc == 125 && $err =~ /^fencing-lock: error: could not acquire lease "conn": connection to server .* failed/m,
+# libpq's wording: "connection to server ... failed" (14+), "could not connect to server" (13)
+my $no_connection = qr/connection to server .* failed|could not connect to server/;
+ok($rc == 125 && $err =~ /^fencing-lock: error: could not acquire lease "conn": (?:$no_connection)/m,
 	'no server: exit 125, "could not acquire lease ...: connection to server ... failed"')
   or diag("exit $rc: $err");
 ($rc, $out, $err) = run_lock([ '-d', 'noext', 'conn' ], 'conn');
@@ -581,7 +583,7 @@ $node->stop('fast');
 ($rc, $out, $err) = finish_lock($r);
 $node->start;
 is($rc, 122, 'the server stopped: exit 122');
-like($err, qr/lease "down" lost: not renewed in time: .* since then: connection to server .* failed/,
+like($err, qr/lease "down" lost: not renewed in time: .* since then: (?:$no_connection)/,
 	'... and says that it could not connect');
 $expires = lease('down', 'extract(epoch FROM expires_at)');
 $term = event('down', 'sig', qr/^TERM$/);
