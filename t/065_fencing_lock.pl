@@ -751,12 +751,16 @@ SKIP:
 # a terminal: the command gets it (reads it, gets Ctrl-C)
 
 {
-	my ($in, $tout) = ('', '');
+	my ($in, $tout, $terr) = ('', '', '');
 	local $ENV{PGUSER} = 'app';
 	my $h = IPC::Run::start(
 		[ $prog, 'tty', '--', 'sh', '-c', 'read line; echo "read: $line"; read line' ],
-		'<pty<', \$in, '>pty>', \$tout, IPC::Run::timeout($timeout));
+		'<pty<', \$in, '>pty>', \$tout, '2>', \$terr, IPC::Run::timeout($timeout));
 	wait_until('the command runs', $timeout, sub { lease('tty', 'state') eq 'held' });
+	$in .= "\x1a";    # Ctrl-Z
+	$h->pump until $terr =~ /cannot be suspended/;
+	like($terr, qr/^fencing-lock: warning: the command cannot be suspended while it holds a lease; resuming it$/m,
+		'Ctrl-Z: the command is resumed at once, with a warning');
 	$in .= "hello\n";
 	$h->pump until $tout =~ /read: hello/;
 	pass('under a terminal, the command reads it');
