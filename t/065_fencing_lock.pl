@@ -45,6 +45,10 @@ my $runs = $ENV{FENCING_LOCK_RUNS} // 3;
 my @ttls = split ' ', $ENV{FENCING_LOCK_TTLS} // '2';
 my $tmp = PostgreSQL::Test::Utils::tempdir;
 
+# processes the test leaves running on purpose: gone when it ends, however
+my @leftovers;
+END { kill 'KILL', @leftovers if @leftovers }
+
 my $node = PostgreSQL::Test::Cluster->new('lock');
 $node->init;
 $node->append_conf('postgresql.conf', "max_connections = 60\n");
@@ -632,9 +636,9 @@ go('orphan_setsid');
 $r = start_lock([ '--ttl', '3s', 'orphan_setsid' ], 'orphan_setsid', 'orphan=setsid');
 ($rc) = finish_lock($r);
 my ($spid) = split / /, wait_event('orphan_setsid', 'orphan')->[2];
+push @leftovers, $spid;
 is($rc, 0, 'a child that left the group (setsid) ...');
 ok(alive($spid) && !event('orphan_setsid', 'orphan_sig'), '... is not stopped: documented');
-kill 'KILL', $spid;
 
 # ---------------------------------------------------------------------------
 # fencing-lock killed (SIGKILL): its command dies with it (Linux), and a
