@@ -14,6 +14,7 @@ FENCING_DEB_PACKAGES=(
 	"postgresql-server-dev-$FENCING_PG_MAJOR"
 	postgresql-common
 	libipc-run-perl
+	libio-pty-perl
 	libkrb5-dev
 	python3-psycopg2
 	pgbouncer
@@ -86,6 +87,7 @@ fencing_install_deps() {
 }
 
 # libkrb5-dev: the server's libpq-be.h includes <gssapi/gssapi.h>.
+# libio-pty-perl: IPC::Run's pseudo-terminals (t/065_fencing_lock.pl).
 # pgbouncer: the transaction-pooling tests.  spin: the protocol model.
 # dpkg-dev, debhelper, postgresql-server-dev-all (pg_buildext, the pgxs_loop
 # debhelper sequence): the Debian package test, t/060_debian_package.pl.
