@@ -347,3 +347,77 @@ SET fencing.refuse_old_band = off;
 \set VERBOSITY default
 
 DROP TABLE resource_guarded;
+
+--
+-- An UPDATE that moves a row to another partition is carried out as a
+-- DELETE from the old partition and an INSERT into the new one.  That
+-- DELETE carries the UPDATE's token, also when other triggers run in
+-- between: here a PL/pgSQL trigger that sets updated_at and bumps the
+-- command counter (an outside review found such moves refused with LF004).
+-- Only that DELETE: any other DELETE needs a token of its own, also one of
+-- the same row in the same transaction or made by a trigger in between.
+--
+\set VERBOSITY sqlstate
+CREATE TABLE resource_guarded_moves (id int, part int, v text NOT NULL, fence bigint,
+    updated_at timestamptz, PRIMARY KEY (id, part)) PARTITION BY LIST (part);
+CREATE TABLE resource_guarded_moves_1 PARTITION OF resource_guarded_moves FOR VALUES IN (1);
+CREATE TABLE resource_guarded_moves_2 PARTITION OF resource_guarded_moves FOR VALUES IN (2);
+CREATE TRIGGER guard BEFORE INSERT OR UPDATE OR DELETE ON resource_guarded_moves
+    FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard('fence');
+CREATE FUNCTION resource_touch() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.updated_at := now();
+    CASE NEW.v
+        WHEN 'skipped' THEN
+            RETURN NULL;
+        WHEN 'deletes row 2' THEN
+            DELETE FROM resource_guarded_moves WHERE id = 2;
+        WHEN 'deletes itself' THEN
+            DELETE FROM resource_guarded_moves WHERE id = OLD.id;
+            RETURN NULL;
+        ELSE
+            NULL;
+    END CASE;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER touch BEFORE UPDATE ON resource_guarded_moves
+    FOR EACH ROW EXECUTE FUNCTION resource_touch();
+INSERT INTO resource_guarded_moves (id, part, v, fence) VALUES (1, 1, 'one', 10), (2, 1, 'two', 10);
+-- a current writer moves row 1, its token in the fence column
+UPDATE resource_guarded_moves SET part = 2, v = 'one moved', fence = fencing.fence_advance(fence, 11)
+ WHERE id = 1 RETURNING tableoid::regclass AS partition, id, v, fence, updated_at IS NOT NULL AS touched;
+-- and back, its token declared
+BEGIN;
+SET LOCAL fencing.token = '12';
+UPDATE resource_guarded_moves SET part = 1, v = 'one moved back' WHERE id = 1
+ RETURNING tableoid::regclass AS partition, id, v, fence;
+COMMIT;
+-- a stale writer, and one without a token: refused
+UPDATE resource_guarded_moves SET part = 2, fence = fencing.fence_advance(fence, 11) WHERE id = 1;
+\echo :SQLSTATE
+UPDATE resource_guarded_moves SET part = 2 WHERE id = 1;
+\echo :SQLSTATE
+-- after a move, a DELETE of the row in the same transaction carries no token
+BEGIN;
+UPDATE resource_guarded_moves SET part = 2, fence = 13 WHERE id = 1 RETURNING tableoid::regclass, fence;
+DELETE FROM resource_guarded_moves WHERE id = 1;
+\echo :SQLSTATE
+ROLLBACK;
+-- an UPDATE the guard admitted but a later trigger skipped: a DELETE of
+-- that row version afterwards carries no token
+BEGIN;
+UPDATE resource_guarded_moves SET v = 'skipped', fence = 13 WHERE id = 1;
+DELETE FROM resource_guarded_moves WHERE id = 1;
+\echo :SQLSTATE
+ROLLBACK;
+-- a DELETE made by a trigger while the row moves carries no token either:
+-- of another row, or of the very row version the UPDATE was admitted for
+UPDATE resource_guarded_moves SET part = 2, v = 'deletes row 2', fence = 13 WHERE id = 1;
+\echo :SQLSTATE
+UPDATE resource_guarded_moves SET part = 2, v = 'deletes itself', fence = 13 WHERE id = 1;
+\echo :SQLSTATE
+SELECT tableoid::regclass AS partition, id, v, fence FROM resource_guarded_moves ORDER BY id;
+DROP TABLE resource_guarded_moves;
+DROP FUNCTION resource_touch();
+
+\set VERBOSITY default

@@ -67,6 +67,22 @@ INSERT INTO wp_paths (path, kind, shown, q, q_fence, after) VALUES
 	('partitioned: update moving the row', 'update', 'wp_part',
 		$$UPDATE wp_part SET id = 101, v = 'w' WHERE id = 1$$,
 		$$UPDATE wp_part SET id = 101, v = 'w', fence = %T WHERE id = 1$$, '101:w:%F'),
+	-- moves with other triggers firing between the UPDATE and its DELETE
+	-- half: PL/pgSQL after the guard (which bumps the command counter),
+	-- before it on DELETE, and one writing another guarded row
+	('partitioned: move, later PL/pgSQL trigger', 'update', 'wp_mv_touch',
+		$$UPDATE wp_mv_touch SET id = 101, v = 'w' WHERE id = 1$$,
+		$$UPDATE wp_mv_touch SET id = 101, v = 'w', fence = %T WHERE id = 1$$, '101:w:%F'),
+	('partitioned: move, fence_advance, same', 'update', 'wp_mv_touch',
+		$$UPDATE wp_mv_touch SET id = 101, v = 'w' WHERE id = 1$$,
+		$$UPDATE wp_mv_touch SET id = 101, v = 'w', fence = fencing.fence_advance(fence, %T) WHERE id = 1$$,
+		'101:w:%F'),
+	('partitioned: move, earlier BEFORE DELETE', 'update', 'wp_mv_predel',
+		$$UPDATE wp_mv_predel SET id = 101, v = 'w' WHERE id = 1$$,
+		$$UPDATE wp_mv_predel SET id = 101, v = 'w', fence = %T WHERE id = 1$$, '101:w:%F'),
+	('partitioned: move, trigger writes a row', 'update', 'wp_mv_nested',
+		$$UPDATE wp_mv_nested SET id = 101, v = 'w' WHERE id = 1$$,
+		$$UPDATE wp_mv_nested SET id = 101, v = 'w', fence = %T WHERE id = 1$$, '101:w:%F'),
 	('partitioned: delete', 'delete', 'wp_part', $$DELETE FROM wp_part WHERE id = 1$$, NULL, ''),
 	('partitioned: insert', 'insert', 'wp_part',
 		$$INSERT INTO wp_part VALUES (102, 'w', NULL)$$,
@@ -134,7 +150,8 @@ SELECT count(*) AS cases,
 DEALLOCATE ALL;
 RESET plan_cache_mode;
 DROP VIEW wp_view;
-DROP TABLE wp_plain, wp_unfenced, wp_zero, wp_part, wp_inh_guarded, wp_inh_bare, wp_inh, wp_restore,
-	wp_nulled, wp_late, wp_fk, wp_fk_parent;
+DROP TABLE wp_plain, wp_unfenced, wp_zero, wp_part, wp_inh_guarded, wp_inh_bare, wp_inh,
+	wp_restore, wp_nulled, wp_late, wp_fk, wp_fk_parent, wp_mv_touch, wp_mv_predel, wp_mv_nested,
+	wp_side;
 DROP FUNCTION wp_put_back_fence(), wp_null_fence(), wp_static(bigint),
-	wp_dynamic(bigint), wp_sql(bigint);
+	wp_dynamic(bigint), wp_sql(bigint), wp_touch(), wp_note_delete(), wp_write_side();

@@ -65,21 +65,25 @@ static char *declared_token_string = NULL;
 #endif
 
 /*
- * An UPDATE that moves a row to another partition is done as a DELETE from
- * the old partition and an INSERT into the new one; the old partition's
- * BEFORE DELETE triggers fire after its BEFORE UPDATE triggers, for the
- * same row version and in the same command.  That DELETE carries the token
- * the UPDATE was admitted with: the guard remembers the last UPDATE it
- * admitted.
+ * An UPDATE that moves a row to another partition is carried out as a
+ * DELETE from the old partition and an INSERT into the new one.  The old
+ * partition's BEFORE DELETE triggers fire after its BEFORE UPDATE triggers,
+ * for the same row version, in the same executor run and through the same
+ * ResultRelInfo, so with the same FmgrInfo: the guard keeps there
+ * (fn_extra) the row version of the UPDATE it last admitted, and the DELETE
+ * of that version carries the UPDATE's token, which was judged against
+ * that very version (locked by this transaction since).  Triggers that run
+ * in between (one that sets updated_at, one that writes other guarded
+ * rows) run their statements in executor runs of their own, and may bump
+ * the command counter: neither matters here.
  */
-static struct
+typedef struct AdmittedUpdate
 {
 	bool		valid;
-	Oid			relid;
 	ItemPointerData tid;
 	LocalTransactionId lxid;
-	CommandId	cid;
-} admitted_update;
+	SubTransactionId subxid;
+} AdmittedUpdate;
 
 static bool
 check_declared_token(char **newval, void **extra, GucSource source)
@@ -192,24 +196,38 @@ stamp_fence(HeapTuple tuple, TupleDesc desc, int attnum, int64 token)
 }
 
 static void
-remember_admitted_update(Relation rel, HeapTuple oldtuple)
+remember_admitted_update(FunctionCallInfo fcinfo, HeapTuple oldtuple)
 {
-	admitted_update.valid = true;
-	admitted_update.relid = RelationGetRelid(rel);
-	admitted_update.tid = oldtuple->t_self;
-	admitted_update.lxid = CURRENT_LXID;
-	admitted_update.cid = GetCurrentCommandId(false);
+	AdmittedUpdate *admitted = (AdmittedUpdate *) fcinfo->flinfo->fn_extra;
+
+	if (admitted == NULL)
+	{
+		admitted = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt,
+									  sizeof(AdmittedUpdate));
+		fcinfo->flinfo->fn_extra = admitted;
+	}
+	admitted->valid = true;
+	admitted->tid = oldtuple->t_self;
+	admitted->lxid = CURRENT_LXID;
+	admitted->subxid = GetCurrentSubTransactionId();
 }
 
-/* Is this DELETE the first half of an admitted UPDATE moving the row? */
+/*
+ * Is this DELETE the first half of the admitted UPDATE that moves this row
+ * version?  The match is used up.
+ */
 static bool
-deletes_admitted_update(Relation rel, HeapTuple oldtuple)
+deletes_admitted_update(FunctionCallInfo fcinfo, HeapTuple oldtuple)
 {
-	return admitted_update.valid &&
-		admitted_update.relid == RelationGetRelid(rel) &&
-		ItemPointerEquals(&admitted_update.tid, &oldtuple->t_self) &&
-		admitted_update.lxid == CURRENT_LXID &&
-		admitted_update.cid == GetCurrentCommandId(false);
+	AdmittedUpdate *admitted = (AdmittedUpdate *) fcinfo->flinfo->fn_extra;
+
+	if (admitted == NULL || !admitted->valid ||
+		!ItemPointerEquals(&admitted->tid, &oldtuple->t_self) ||
+		admitted->lxid != CURRENT_LXID ||
+		admitted->subxid != GetCurrentSubTransactionId())
+		return false;
+	admitted->valid = false;
+	return true;
 }
 
 static void
@@ -325,7 +343,9 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 
 	if (TRIGGER_FIRED_BY_DELETE(event))
 	{
-		if (has_token || deletes_admitted_update(rel, oldtuple))
+		bool		moving = deletes_admitted_update(fcinfo, oldtuple);
+
+		if (has_token || moving)
 		{
 			/* a lost DELETE would bring back the row and its older fence */
 			fencing_fenced_write_durable();
@@ -359,7 +379,7 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 		{
 			fencing_check_token_band(new_fence);
 			fencing_fenced_write_durable();
-			remember_admitted_update(rel, oldtuple);
+			remember_admitted_update(fcinfo, oldtuple);
 			return PointerGetDatum(newtuple);
 		}
 	}
@@ -373,6 +393,6 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 		return PointerGetDatum(newtuple);
 	}
 	fencing_fenced_write_durable();
-	remember_admitted_update(rel, oldtuple);
+	remember_admitted_update(fcinfo, oldtuple);
 	return PointerGetDatum(stamp_fence(newtuple, desc, attnum, token));
 }
