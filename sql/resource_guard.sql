@@ -420,4 +420,67 @@ SELECT tableoid::regclass AS partition, id, v, fence FROM resource_guarded_moves
 DROP TABLE resource_guarded_moves;
 DROP FUNCTION resource_touch();
 
+--
+-- A fence of 0 or less is no token (tokens are positive): an UPDATE that
+-- puts one on a row fenced with a token carries the declared token, which
+-- is judged and stamped.  Without one it is refused as carrying none
+-- (LF004, not counted as a stale write), also with 'allow_unfenced': no
+-- write takes a token out of the fence.  (An outside review found a reset
+-- to DEFAULT 0 refused as stale, LF001, whatever the declared token.)
+--
+SELECT stale_writes_refused AS refused_before FROM fencing.stats \gset
+CREATE TABLE resource_guarded_zero (id int PRIMARY KEY, v text NOT NULL,
+    fence bigint NOT NULL DEFAULT 0);
+CREATE TRIGGER guard BEFORE INSERT OR UPDATE OR DELETE ON resource_guarded_zero
+    FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard('fence');
+CREATE TABLE resource_guarded_zero_lax (LIKE resource_guarded_zero INCLUDING ALL);
+CREATE TRIGGER guard BEFORE INSERT OR UPDATE OR DELETE ON resource_guarded_zero_lax
+    FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard('fence', 'allow_unfenced');
+INSERT INTO resource_guarded_zero VALUES (1, 'one', 20), (2, 'two', DEFAULT);
+INSERT INTO resource_guarded_zero_lax VALUES (1, 'one', 20), (2, 'two', DEFAULT);
+UPDATE resource_guarded_zero SET v = 'reset', fence = DEFAULT WHERE id = 1;
+\echo :SQLSTATE
+UPDATE resource_guarded_zero SET v = 'reset', fence = -1 WHERE id = 1;
+\echo :SQLSTATE
+BEGIN;
+SET LOCAL fencing.token = '19';
+UPDATE resource_guarded_zero SET v = 'reset', fence = DEFAULT WHERE id = 1;
+\echo :SQLSTATE
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token = '20';
+UPDATE resource_guarded_zero SET v = 'reset by 20', fence = DEFAULT WHERE id = 1 RETURNING *;
+COMMIT;
+BEGIN;
+SET LOCAL fencing.token = '21';
+UPDATE resource_guarded_zero SET v = 'reset by 21', fence = -5 WHERE id = 1 RETURNING *;
+COMMIT;
+UPDATE resource_guarded_zero_lax SET v = 'reset', fence = DEFAULT WHERE id = 1;
+\echo :SQLSTATE
+BEGIN;
+SET LOCAL fencing.token = '21';
+UPDATE resource_guarded_zero_lax SET v = 'reset by 21', fence = DEFAULT WHERE id = 1 RETURNING *;
+COMMIT;
+-- a row that never had a token: 'allow_unfenced' lets it through as it is
+UPDATE resource_guarded_zero_lax SET v = 'two unfenced', fence = -1 WHERE id = 2 RETURNING *;
+UPDATE resource_guarded_zero SET v = 'two unfenced', fence = -1 WHERE id = 2;
+\echo :SQLSTATE
+-- only the declared token 19 was stale
+SELECT stale_writes_refused - :refused_before AS counted FROM fencing.stats;
+SELECT 'strict' AS guard, * FROM resource_guarded_zero
+UNION ALL
+SELECT 'allow_unfenced', * FROM resource_guarded_zero_lax ORDER BY 1, 2;
+-- NULL put on a row whose fence is no token is no token either
+CREATE TABLE resource_guarded_null (id int PRIMARY KEY, fence bigint);
+CREATE TRIGGER guard BEFORE INSERT OR UPDATE OR DELETE ON resource_guarded_null
+    FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard('fence');
+INSERT INTO resource_guarded_null VALUES (1, 0);
+UPDATE resource_guarded_null SET fence = NULL WHERE id = 1;
+\echo :SQLSTATE
+BEGIN;
+SET LOCAL fencing.token = '22';
+UPDATE resource_guarded_null SET fence = NULL WHERE id = 1 RETURNING *;
+COMMIT;
+DROP TABLE resource_guarded_zero, resource_guarded_zero_lax, resource_guarded_null;
+
 \set VERBOSITY default

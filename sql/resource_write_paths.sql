@@ -38,6 +38,15 @@ INSERT INTO wp_paths (path, kind, shown, q, q_fence, after) VALUES
 	('fence 0 (the default): update', 'update_unfenced', 'wp_zero',
 		$$UPDATE wp_zero SET v = 'w' WHERE id = 1$$,
 		$$UPDATE wp_zero SET v = 'w', fence = %T WHERE id = 1$$, '1:w:%F'),
+	-- a fence of 0 or less is no token: put on a fenced row, the write
+	-- carries the declared token (wp_zfenced: DEFAULT 0, row 1 fenced)
+	('fenced row: update, SET fence = DEFAULT', 'update', 'wp_zfenced',
+		$$UPDATE wp_zfenced SET v = 'w', fence = DEFAULT WHERE id = 1$$, NULL, '1:w:%F'),
+	('fenced row: update, SET fence = -1', 'update', 'wp_zfenced',
+		$$UPDATE wp_zfenced SET v = 'w', fence = -1 WHERE id = 1$$, NULL, '1:w:%F'),
+	('fenced row: upsert, 0 in the proposed row', 'upsert', 'wp_zfenced',
+		$$INSERT INTO wp_zfenced (id, v) VALUES (1, 'w') ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, fence = EXCLUDED.fence$$,
+		NULL, '1:w:%F'),
 	('fence 0 (the default): insert', 'insert_zero', 'wp_zero',
 		$$INSERT INTO wp_zero (id, v) VALUES (2, 'w')$$,
 		$$INSERT INTO wp_zero VALUES (2, 'w', %T)$$, '1:orig:0 2:w:%F'),
@@ -150,7 +159,7 @@ SELECT count(*) AS cases,
 DEALLOCATE ALL;
 RESET plan_cache_mode;
 DROP VIEW wp_view;
-DROP TABLE wp_plain, wp_unfenced, wp_zero, wp_part, wp_inh_guarded, wp_inh_bare, wp_inh,
+DROP TABLE wp_plain, wp_unfenced, wp_zero, wp_zfenced, wp_part, wp_inh_guarded, wp_inh_bare, wp_inh,
 	wp_restore, wp_nulled, wp_late, wp_fk, wp_fk_parent, wp_mv_touch, wp_mv_predel, wp_mv_nested,
 	wp_side;
 DROP FUNCTION wp_put_back_fence(), wp_null_fence(), wp_static(bigint),

@@ -11,18 +11,19 @@
  * names: a MERGE's updated columns are those of all its UPDATE actions,
  * and a BEFORE trigger that fired earlier may have rewritten the row.
  *
- * UPDATE whose new fence differs from the old one (NULL counts as a
- *	 value): the new fence is the write's token.  It must not be NULL and
- *	 must be above the old fence.
- * UPDATE that leaves the fence as it was (both NULL included), and DELETE:
- *	 the write's token is the one declared with SET LOCAL fencing.token; it
- *	 must not be lower than the row's fence, and an UPDATE stamps it into
- *	 the fence column.  With no declared token the write is refused, unless
- *	 the trigger was created with the second argument 'allow_unfenced'.
- * INSERT: a NULL fence is stamped with the declared token, if any.
- * A fence of 0 or less is no token (tokens are positive): a write that
- * leaves or puts one carries the declared token, and an INSERT's is stamped
- * as a NULL one is.
+ * Tokens are positive: a fence of 0 or less, like NULL, is no token.
+ * UPDATE that puts a token in the fence, other than the one there: that is
+ *	 the write's token.  It must be above the old fence.
+ * UPDATE that sets the fence to NULL on a row that has a token: refused.
+ * Any other UPDATE (the fence stays as it was, NULL to NULL included, or
+ *	 it becomes 0 or less), and DELETE: the write's token is the one
+ *	 declared with SET LOCAL fencing.token; it must not be lower than the
+ *	 row's fence, and an UPDATE stamps it into the fence column.  With no
+ *	 declared token the write is refused, unless the trigger was created
+ *	 with the second argument 'allow_unfenced', which still refuses an
+ *	 UPDATE that would take a token out of the fence.
+ * INSERT: a fence that is no token is stamped with the declared token, if
+ *	 any.
  * A declared token is always checked against the row's fence, whichever
  * token the write carries, and every token the guard accepts, declared or
  * in the fence column, goes through the band check (LF005).
@@ -272,7 +273,9 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 				token = 0;
 	bool		has_old,
 				has_new,
-				has_token;
+				has_token,
+				fence_changes,
+				old_is_token;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR,
@@ -367,27 +370,32 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 	newtuple = trigdata->tg_newtuple;
 	has_new = fence_value(newtuple, desc, attnum, &new_fence);
 
-	if (has_new != has_old || new_fence != old_fence)
+	fence_changes = has_new != has_old || new_fence != old_fence;
+	old_is_token = has_old && old_fence > 0;
+
+	if (fence_changes && has_new && new_fence > 0)
 	{
-		if (!has_new)
-			report_null_fence(rel, old_fence);
-		if (has_old && new_fence < old_fence)
+		/* the write puts a token in the fence: that is its token */
+		if (old_is_token && new_fence < old_fence)
 			fencing_report_stale(new_fence, old_fence,
 								 RelationGetRelationName(rel));
-		/* the write changes the fence: the new fence is its token */
-		if (new_fence > 0)
-		{
-			fencing_check_token_band(new_fence);
-			fencing_fenced_write_durable();
-			remember_admitted_update(fcinfo, oldtuple);
-			return PointerGetDatum(newtuple);
-		}
+		fencing_check_token_band(new_fence);
+		fencing_fenced_write_durable();
+		remember_admitted_update(fcinfo, oldtuple);
+		return PointerGetDatum(newtuple);
 	}
+	if (fence_changes && !has_new && old_is_token)
+		report_null_fence(rel, old_fence);
 
-	/* the fence stays, or is no token (0 or less): the declared one */
+	/*
+	 * The fence stays, or the write puts no token there (0 or less, or NULL
+	 * on a row that has none): the write carries the declared token, which
+	 * is stamped.  Without one, 'allow_unfenced' lets the write through,
+	 * but never one that takes a token out of the fence.
+	 */
 	if (!has_token)
 	{
-		if (!allow_unfenced)
+		if (!allow_unfenced || (fence_changes && old_is_token))
 			report_unfenced(rel, colname, "UPDATE");
 		fencing_refuse_guc_placeholders();
 		return PointerGetDatum(newtuple);

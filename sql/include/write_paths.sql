@@ -122,6 +122,9 @@ CREATE TABLE wp_part (id int PRIMARY KEY, v text NOT NULL, fence bigint)
 	PARTITION BY RANGE (id);
 CREATE TABLE wp_part_low PARTITION OF wp_part FOR VALUES FROM (0) TO (100);
 CREATE TABLE wp_part_high PARTITION OF wp_part FOR VALUES FROM (100) TO (200);
+-- a fence of 0 ("never written") put on a row fenced with a token
+CREATE TABLE wp_zfenced (id int PRIMARY KEY, v text NOT NULL,
+	fence bigint NOT NULL DEFAULT 0);
 -- rows moving between partitions while other triggers run in between: a
 -- PL/pgSQL BEFORE UPDATE trigger firing after the guard (it bumps the
 -- command counter), a PL/pgSQL BEFORE DELETE trigger firing before it, and
@@ -203,7 +206,7 @@ DO $$
 DECLARE
 	t text;
 BEGIN
-	FOREACH t IN ARRAY ARRAY['wp_plain', 'wp_unfenced', 'wp_zero', 'wp_part', 'wp_inh',
+	FOREACH t IN ARRAY ARRAY['wp_plain', 'wp_unfenced', 'wp_zero', 'wp_zfenced', 'wp_part', 'wp_inh',
 							 'wp_inh_guarded', 'wp_restore', 'wp_nulled', 'wp_late', 'wp_fk',
 							 'wp_mv_touch', 'wp_mv_predel', 'wp_mv_nested', 'wp_side']
 	LOOP
@@ -219,6 +222,7 @@ BEGIN;
 SELECT set_config('fencing.token', :'wp_cur', true) IS NOT NULL AS declared;
 INSERT INTO wp_plain VALUES (1, 'orig', NULL);
 INSERT INTO wp_part VALUES (1, 'orig', NULL);
+INSERT INTO wp_zfenced VALUES (1, 'orig', DEFAULT);
 INSERT INTO wp_mv_touch VALUES (1, 'orig', NULL);
 INSERT INTO wp_mv_predel VALUES (1, 'orig', NULL);
 INSERT INTO wp_mv_nested VALUES (1, 'orig', NULL);
