@@ -483,4 +483,57 @@ UPDATE resource_guarded_null SET fence = NULL WHERE id = 1 RETURNING *;
 COMMIT;
 DROP TABLE resource_guarded_zero, resource_guarded_zero_lax, resource_guarded_null;
 
+--
+-- A DELETE ends the row and its fence: the guard keeps nothing per key, so
+-- the key can be inserted again by any token, an older one too (a
+-- documented limit, README "The guard trigger"; an outside review showed a
+-- stale upsert bringing back a row a newer token had deleted).  A key that
+-- must stay fenced is deleted softly: an UPDATE that marks the row
+-- deleted, which the guard judges and stamps, and the row stays as a
+-- tombstone that refuses older tokens.
+--
+CREATE TABLE resource_guarded_files (id int PRIMARY KEY, body text,
+    deleted boolean NOT NULL DEFAULT false, fence bigint);
+CREATE TRIGGER guard BEFORE INSERT OR UPDATE OR DELETE ON resource_guarded_files
+    FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard('fence');
+-- A (token 30) writes row 7, B (token 31) deletes it: A's upsert brings it back
+INSERT INTO resource_guarded_files (id, body, fence) VALUES (7, 'by A', 30);
+BEGIN;
+SET LOCAL fencing.token = '31';
+DELETE FROM resource_guarded_files WHERE id = 7;
+COMMIT;
+INSERT INTO resource_guarded_files AS f (id, body, fence) VALUES (7, 'late A', 30)
+    ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body, fence = fencing.fence_advance(f.fence, 30)
+    RETURNING *;
+-- the soft delete: B marks the row deleted, with its token
+BEGIN;
+SET LOCAL fencing.token = '31';
+UPDATE resource_guarded_files SET deleted = true, body = NULL WHERE id = 7 RETURNING *;
+COMMIT;
+-- A's upsert, INSERT, COPY and undelete are refused now
+INSERT INTO resource_guarded_files AS f (id, body, fence) VALUES (7, 'late A', 30)
+    ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body, fence = fencing.fence_advance(f.fence, 30);
+\echo :SQLSTATE
+INSERT INTO resource_guarded_files (id, body, fence) VALUES (7, 'late A', 30);
+\echo :SQLSTATE
+COPY resource_guarded_files (id, body, fence) FROM stdin;
+7	late A	30
+\.
+\echo :SQLSTATE
+BEGIN;
+SET LOCAL fencing.token = '30';
+INSERT INTO resource_guarded_files (id, body) VALUES (7, 'late A')
+    ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body, deleted = false;
+\echo :SQLSTATE
+ROLLBACK;
+SELECT * FROM resource_guarded_files;
+-- readers skip tombstones; a newer token brings the key back
+SELECT count(*) AS live_files FROM resource_guarded_files WHERE NOT deleted;
+BEGIN;
+SET LOCAL fencing.token = '32';
+INSERT INTO resource_guarded_files (id, body) VALUES (7, 'by C')
+    ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body, deleted = false RETURNING *;
+COMMIT;
+DROP TABLE resource_guarded_files;
+
 \set VERBOSITY default
