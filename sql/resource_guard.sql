@@ -536,4 +536,59 @@ INSERT INTO resource_guarded_files (id, body) VALUES (7, 'by C')
 COMMIT;
 DROP TABLE resource_guarded_files;
 
+--
+-- The guard is not access control (docs/security.md): a role that may add
+-- a trigger to the table may add one that fires after the guard and undoes
+-- its stamp, or TRUNCATE it.  The writers' privileges of the recipe
+-- (SELECT, INSERT, UPDATE, DELETE) include neither; GRANT ALL includes
+-- both, and then such a trigger, even on a function in pg_temp, fires for
+-- every writer, as that writer (for other sessions, while it exists:
+-- specs/resource_guard_trigger_privilege.spec).
+--
+CREATE ROLE regress_guard_writer;
+GRANT USAGE ON SCHEMA fencing TO regress_guard_writer;
+CREATE TABLE resource_guarded_acl (id int PRIMARY KEY, v text NOT NULL, fence bigint);
+CREATE TRIGGER guard BEFORE INSERT OR UPDATE OR DELETE ON resource_guarded_acl
+    FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard('fence');
+INSERT INTO resource_guarded_acl VALUES (1, 'one', 40);
+GRANT SELECT, INSERT, UPDATE, DELETE ON resource_guarded_acl TO regress_guard_writer;
+SELECT p, has_table_privilege('regress_guard_writer', 'resource_guarded_acl', p) AS granted
+  FROM unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRIGGER', 'TRUNCATE']) AS p;
+SET ROLE regress_guard_writer;
+CREATE FUNCTION pg_temp.undo_stamp() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.fence := OLD.fence;
+    NEW.v := NEW.v || ' (as ' || current_user || ')';
+    RETURN NEW;
+END $$;
+CREATE TRIGGER zz_undo_stamp BEFORE UPDATE ON resource_guarded_acl
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.undo_stamp();
+\echo :SQLSTATE
+TRUNCATE resource_guarded_acl;
+\echo :SQLSTATE
+RESET ROLE;
+-- the negative control: with GRANT ALL the trigger goes in, and a stale
+-- token gets in after it
+GRANT ALL ON resource_guarded_acl TO regress_guard_writer;
+SET ROLE regress_guard_writer;
+CREATE TRIGGER zz_undo_stamp BEFORE UPDATE ON resource_guarded_acl
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.undo_stamp();
+RESET ROLE;
+CREATE ROLE regress_guard_other;
+GRANT USAGE ON SCHEMA fencing TO regress_guard_other;
+GRANT SELECT, UPDATE ON resource_guarded_acl TO regress_guard_other;
+SET ROLE regress_guard_other;
+BEGIN;
+SET LOCAL fencing.token = '41';
+UPDATE resource_guarded_acl SET v = 'by 41' WHERE id = 1 RETURNING *;
+COMMIT;
+BEGIN;
+SET LOCAL fencing.token = '40';
+UPDATE resource_guarded_acl SET v = 'by 40, stale' WHERE id = 1 RETURNING *;
+COMMIT;
+RESET ROLE;
+DROP TABLE resource_guarded_acl;
+DROP FUNCTION pg_temp.undo_stamp();
+REVOKE USAGE ON SCHEMA fencing FROM regress_guard_writer, regress_guard_other;
+DROP ROLE regress_guard_writer, regress_guard_other;
 \set VERBOSITY default
