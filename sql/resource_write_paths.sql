@@ -38,6 +38,15 @@ INSERT INTO wp_paths (path, kind, shown, q, q_fence, after) VALUES
 	('fence 0 (the default): update', 'update_unfenced', 'wp_zero',
 		$$UPDATE wp_zero SET v = 'w' WHERE id = 1$$,
 		$$UPDATE wp_zero SET v = 'w', fence = %T WHERE id = 1$$, '1:w:%F'),
+	-- a fence of 0 or less is no token: put on a fenced row, the write
+	-- carries the declared token (wp_zfenced: DEFAULT 0, row 1 fenced)
+	('fenced row: update, SET fence = DEFAULT', 'update', 'wp_zfenced',
+		$$UPDATE wp_zfenced SET v = 'w', fence = DEFAULT WHERE id = 1$$, NULL, '1:w:%F'),
+	('fenced row: update, SET fence = -1', 'update', 'wp_zfenced',
+		$$UPDATE wp_zfenced SET v = 'w', fence = -1 WHERE id = 1$$, NULL, '1:w:%F'),
+	('fenced row: upsert, 0 in the proposed row', 'upsert', 'wp_zfenced',
+		$$INSERT INTO wp_zfenced (id, v) VALUES (1, 'w') ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, fence = EXCLUDED.fence$$,
+		NULL, '1:w:%F'),
 	('fence 0 (the default): insert', 'insert_zero', 'wp_zero',
 		$$INSERT INTO wp_zero (id, v) VALUES (2, 'w')$$,
 		$$INSERT INTO wp_zero VALUES (2, 'w', %T)$$, '1:orig:0 2:w:%F'),
@@ -67,6 +76,22 @@ INSERT INTO wp_paths (path, kind, shown, q, q_fence, after) VALUES
 	('partitioned: update moving the row', 'update', 'wp_part',
 		$$UPDATE wp_part SET id = 101, v = 'w' WHERE id = 1$$,
 		$$UPDATE wp_part SET id = 101, v = 'w', fence = %T WHERE id = 1$$, '101:w:%F'),
+	-- moves with other triggers firing between the UPDATE and its DELETE
+	-- half: PL/pgSQL after the guard (which bumps the command counter),
+	-- before it on DELETE, and one writing another guarded row
+	('partitioned: move, later PL/pgSQL trigger', 'update', 'wp_mv_touch',
+		$$UPDATE wp_mv_touch SET id = 101, v = 'w' WHERE id = 1$$,
+		$$UPDATE wp_mv_touch SET id = 101, v = 'w', fence = %T WHERE id = 1$$, '101:w:%F'),
+	('partitioned: move, fence_advance, same', 'update', 'wp_mv_touch',
+		$$UPDATE wp_mv_touch SET id = 101, v = 'w' WHERE id = 1$$,
+		$$UPDATE wp_mv_touch SET id = 101, v = 'w', fence = fencing.fence_advance(fence, %T) WHERE id = 1$$,
+		'101:w:%F'),
+	('partitioned: move, earlier BEFORE DELETE', 'update', 'wp_mv_predel',
+		$$UPDATE wp_mv_predel SET id = 101, v = 'w' WHERE id = 1$$,
+		$$UPDATE wp_mv_predel SET id = 101, v = 'w', fence = %T WHERE id = 1$$, '101:w:%F'),
+	('partitioned: move, trigger writes a row', 'update', 'wp_mv_nested',
+		$$UPDATE wp_mv_nested SET id = 101, v = 'w' WHERE id = 1$$,
+		$$UPDATE wp_mv_nested SET id = 101, v = 'w', fence = %T WHERE id = 1$$, '101:w:%F'),
 	('partitioned: delete', 'delete', 'wp_part', $$DELETE FROM wp_part WHERE id = 1$$, NULL, ''),
 	('partitioned: insert', 'insert', 'wp_part',
 		$$INSERT INTO wp_part VALUES (102, 'w', NULL)$$,
@@ -134,7 +159,8 @@ SELECT count(*) AS cases,
 DEALLOCATE ALL;
 RESET plan_cache_mode;
 DROP VIEW wp_view;
-DROP TABLE wp_plain, wp_unfenced, wp_zero, wp_part, wp_inh_guarded, wp_inh_bare, wp_inh, wp_restore,
-	wp_nulled, wp_late, wp_fk, wp_fk_parent;
+DROP TABLE wp_plain, wp_unfenced, wp_zero, wp_zfenced, wp_part, wp_inh_guarded, wp_inh_bare, wp_inh,
+	wp_restore, wp_nulled, wp_late, wp_fk, wp_fk_parent, wp_mv_touch, wp_mv_predel, wp_mv_nested,
+	wp_side;
 DROP FUNCTION wp_put_back_fence(), wp_null_fence(), wp_static(bigint),
-	wp_dynamic(bigint), wp_sql(bigint);
+	wp_dynamic(bigint), wp_sql(bigint), wp_touch(), wp_note_delete(), wp_write_side();

@@ -55,6 +55,15 @@ INSERT INTO wp_paths (path, kind, shown, q, q_fence, after) VALUES
 	('merge: partitioned, update moving the row', 'update', 'wp_part',
 		pg_temp.merge1('wp_part', $$WHEN MATCHED THEN UPDATE SET id = 101, v = 'w'$$),
 		pg_temp.merge1('wp_part', $$WHEN MATCHED THEN UPDATE SET id = 101, v = 'w', fence = %T$$), '101:w:%F'),
+	('merge: move, later PL/pgSQL trigger', 'update', 'wp_mv_touch',
+		pg_temp.merge1('wp_mv_touch', $$WHEN MATCHED THEN UPDATE SET id = 101, v = 'w'$$),
+		pg_temp.merge1('wp_mv_touch', $$WHEN MATCHED THEN UPDATE SET id = 101, v = 'w', fence = fencing.fence_advance(t.fence, %T)$$),
+		'101:w:%F'),
+	('merge: move, trigger writes a row', 'update', 'wp_mv_nested',
+		pg_temp.merge1('wp_mv_nested', $$WHEN MATCHED THEN UPDATE SET id = 101, v = 'w'$$),
+		pg_temp.merge1('wp_mv_nested', $$WHEN MATCHED THEN UPDATE SET id = 101, v = 'w', fence = %T$$), '101:w:%F'),
+	('merge: fenced row, SET fence = 0', 'update', 'wp_zfenced',
+		pg_temp.merge1('wp_zfenced', $$WHEN MATCHED THEN UPDATE SET v = 'w', fence = 0$$), NULL, '1:w:%F'),
 	('merge: inheritance child with its own guard', 'update', 'wp_inh',
 		pg_temp.merge1('wp_inh', $$WHEN MATCHED THEN UPDATE SET v = 'w'$$),
 		pg_temp.merge1('wp_inh', $$WHEN MATCHED THEN UPDATE SET v = 'w', fence = %T$$), '1:w:%F 2:orig:CUR');
@@ -67,10 +76,11 @@ SELECT count(*) AS cases,
 DEALLOCATE ALL;
 RESET plan_cache_mode;
 DROP VIEW wp_view;
-DROP TABLE wp_plain, wp_unfenced, wp_zero, wp_part, wp_inh_guarded, wp_inh_bare, wp_inh, wp_restore,
-	wp_nulled, wp_late, wp_fk, wp_fk_parent;
+DROP TABLE wp_plain, wp_unfenced, wp_zero, wp_zfenced, wp_part, wp_inh_guarded, wp_inh_bare, wp_inh,
+	wp_restore, wp_nulled, wp_late, wp_fk, wp_fk_parent, wp_mv_touch, wp_mv_predel, wp_mv_nested,
+	wp_side;
 DROP FUNCTION wp_put_back_fence(), wp_null_fence(), wp_static(bigint),
-	wp_dynamic(bigint), wp_sql(bigint);
+	wp_dynamic(bigint), wp_sql(bigint), wp_touch(), wp_note_delete(), wp_write_side();
 \else
 \echo 'MERGE is PostgreSQL 15 and later'
 \endif

@@ -11,18 +11,19 @@
  * names: a MERGE's updated columns are those of all its UPDATE actions,
  * and a BEFORE trigger that fired earlier may have rewritten the row.
  *
- * UPDATE whose new fence differs from the old one (NULL counts as a
- *	 value): the new fence is the write's token.  It must not be NULL and
- *	 must be above the old fence.
- * UPDATE that leaves the fence as it was (both NULL included), and DELETE:
- *	 the write's token is the one declared with SET LOCAL fencing.token; it
- *	 must not be lower than the row's fence, and an UPDATE stamps it into
- *	 the fence column.  With no declared token the write is refused, unless
- *	 the trigger was created with the second argument 'allow_unfenced'.
- * INSERT: a NULL fence is stamped with the declared token, if any.
- * A fence of 0 or less is no token (tokens are positive): a write that
- * leaves or puts one carries the declared token, and an INSERT's is stamped
- * as a NULL one is.
+ * Tokens are positive: a fence of 0 or less, like NULL, is no token.
+ * UPDATE that puts a token in the fence, other than the one there: that is
+ *	 the write's token.  It must be above the old fence.
+ * UPDATE that sets the fence to NULL on a row that has a token: refused.
+ * Any other UPDATE (the fence stays as it was, NULL to NULL included, or
+ *	 it becomes 0 or less), and DELETE: the write's token is the one
+ *	 declared with SET LOCAL fencing.token; it must not be lower than the
+ *	 row's fence, and an UPDATE stamps it into the fence column.  With no
+ *	 declared token the write is refused, unless the trigger was created
+ *	 with the second argument 'allow_unfenced', which still refuses an
+ *	 UPDATE that would take a token out of the fence.
+ * INSERT: a fence that is no token is stamped with the declared token, if
+ *	 any.
  * A declared token is always checked against the row's fence, whichever
  * token the write carries, and every token the guard accepts, declared or
  * in the fence column, goes through the band check (LF005).
@@ -65,21 +66,25 @@ static char *declared_token_string = NULL;
 #endif
 
 /*
- * An UPDATE that moves a row to another partition is done as a DELETE from
- * the old partition and an INSERT into the new one; the old partition's
- * BEFORE DELETE triggers fire after its BEFORE UPDATE triggers, for the
- * same row version and in the same command.  That DELETE carries the token
- * the UPDATE was admitted with: the guard remembers the last UPDATE it
- * admitted.
+ * An UPDATE that moves a row to another partition is carried out as a
+ * DELETE from the old partition and an INSERT into the new one.  The old
+ * partition's BEFORE DELETE triggers fire after its BEFORE UPDATE triggers,
+ * for the same row version, in the same executor run and through the same
+ * ResultRelInfo, so with the same FmgrInfo: the guard keeps there
+ * (fn_extra) the row version of the UPDATE it last admitted, and the DELETE
+ * of that version carries the UPDATE's token, which was judged against
+ * that very version (locked by this transaction since).  Triggers that run
+ * in between (one that sets updated_at, one that writes other guarded
+ * rows) run their statements in executor runs of their own, and may bump
+ * the command counter: neither matters here.
  */
-static struct
+typedef struct AdmittedUpdate
 {
 	bool		valid;
-	Oid			relid;
 	ItemPointerData tid;
 	LocalTransactionId lxid;
-	CommandId	cid;
-} admitted_update;
+	SubTransactionId subxid;
+} AdmittedUpdate;
 
 static bool
 check_declared_token(char **newval, void **extra, GucSource source)
@@ -192,24 +197,38 @@ stamp_fence(HeapTuple tuple, TupleDesc desc, int attnum, int64 token)
 }
 
 static void
-remember_admitted_update(Relation rel, HeapTuple oldtuple)
+remember_admitted_update(FunctionCallInfo fcinfo, HeapTuple oldtuple)
 {
-	admitted_update.valid = true;
-	admitted_update.relid = RelationGetRelid(rel);
-	admitted_update.tid = oldtuple->t_self;
-	admitted_update.lxid = CURRENT_LXID;
-	admitted_update.cid = GetCurrentCommandId(false);
+	AdmittedUpdate *admitted = (AdmittedUpdate *) fcinfo->flinfo->fn_extra;
+
+	if (admitted == NULL)
+	{
+		admitted = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt,
+									  sizeof(AdmittedUpdate));
+		fcinfo->flinfo->fn_extra = admitted;
+	}
+	admitted->valid = true;
+	admitted->tid = oldtuple->t_self;
+	admitted->lxid = CURRENT_LXID;
+	admitted->subxid = GetCurrentSubTransactionId();
 }
 
-/* Is this DELETE the first half of an admitted UPDATE moving the row? */
+/*
+ * Is this DELETE the first half of the admitted UPDATE that moves this row
+ * version?  The match is used up.
+ */
 static bool
-deletes_admitted_update(Relation rel, HeapTuple oldtuple)
+deletes_admitted_update(FunctionCallInfo fcinfo, HeapTuple oldtuple)
 {
-	return admitted_update.valid &&
-		admitted_update.relid == RelationGetRelid(rel) &&
-		ItemPointerEquals(&admitted_update.tid, &oldtuple->t_self) &&
-		admitted_update.lxid == CURRENT_LXID &&
-		admitted_update.cid == GetCurrentCommandId(false);
+	AdmittedUpdate *admitted = (AdmittedUpdate *) fcinfo->flinfo->fn_extra;
+
+	if (admitted == NULL || !admitted->valid ||
+		!ItemPointerEquals(&admitted->tid, &oldtuple->t_self) ||
+		admitted->lxid != CURRENT_LXID ||
+		admitted->subxid != GetCurrentSubTransactionId())
+		return false;
+	admitted->valid = false;
+	return true;
 }
 
 static void
@@ -254,7 +273,9 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 				token = 0;
 	bool		has_old,
 				has_new,
-				has_token;
+				has_token,
+				fence_changes,
+				old_is_token;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR,
@@ -325,7 +346,9 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 
 	if (TRIGGER_FIRED_BY_DELETE(event))
 	{
-		if (has_token || deletes_admitted_update(rel, oldtuple))
+		bool		moving = deletes_admitted_update(fcinfo, oldtuple);
+
+		if (has_token || moving)
 		{
 			/* a lost DELETE would bring back the row and its older fence */
 			fencing_fenced_write_durable();
@@ -347,32 +370,37 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 	newtuple = trigdata->tg_newtuple;
 	has_new = fence_value(newtuple, desc, attnum, &new_fence);
 
-	if (has_new != has_old || new_fence != old_fence)
+	fence_changes = has_new != has_old || new_fence != old_fence;
+	old_is_token = has_old && old_fence > 0;
+
+	if (fence_changes && has_new && new_fence > 0)
 	{
-		if (!has_new)
-			report_null_fence(rel, old_fence);
-		if (has_old && new_fence < old_fence)
+		/* the write puts a token in the fence: that is its token */
+		if (old_is_token && new_fence < old_fence)
 			fencing_report_stale(new_fence, old_fence,
 								 RelationGetRelationName(rel));
-		/* the write changes the fence: the new fence is its token */
-		if (new_fence > 0)
-		{
-			fencing_check_token_band(new_fence);
-			fencing_fenced_write_durable();
-			remember_admitted_update(rel, oldtuple);
-			return PointerGetDatum(newtuple);
-		}
+		fencing_check_token_band(new_fence);
+		fencing_fenced_write_durable();
+		remember_admitted_update(fcinfo, oldtuple);
+		return PointerGetDatum(newtuple);
 	}
+	if (fence_changes && !has_new && old_is_token)
+		report_null_fence(rel, old_fence);
 
-	/* the fence stays, or is no token (0 or less): the declared one */
+	/*
+	 * The fence stays, or the write puts no token there (0 or less, or NULL
+	 * on a row that has none): the write carries the declared token, which
+	 * is stamped.  Without one, 'allow_unfenced' lets the write through,
+	 * but never one that takes a token out of the fence.
+	 */
 	if (!has_token)
 	{
-		if (!allow_unfenced)
+		if (!allow_unfenced || (fence_changes && old_is_token))
 			report_unfenced(rel, colname, "UPDATE");
 		fencing_refuse_guc_placeholders();
 		return PointerGetDatum(newtuple);
 	}
 	fencing_fenced_write_durable();
-	remember_admitted_update(rel, oldtuple);
+	remember_admitted_update(fcinfo, oldtuple);
 	return PointerGetDatum(stamp_fence(newtuple, desc, attnum, token));
 }

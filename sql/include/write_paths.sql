@@ -122,6 +122,55 @@ CREATE TABLE wp_part (id int PRIMARY KEY, v text NOT NULL, fence bigint)
 	PARTITION BY RANGE (id);
 CREATE TABLE wp_part_low PARTITION OF wp_part FOR VALUES FROM (0) TO (100);
 CREATE TABLE wp_part_high PARTITION OF wp_part FOR VALUES FROM (100) TO (200);
+-- a fence of 0 ("never written") put on a row fenced with a token
+CREATE TABLE wp_zfenced (id int PRIMARY KEY, v text NOT NULL,
+	fence bigint NOT NULL DEFAULT 0);
+-- rows moving between partitions while other triggers run in between: a
+-- PL/pgSQL BEFORE UPDATE trigger firing after the guard (it bumps the
+-- command counter), a PL/pgSQL BEFORE DELETE trigger firing before it, and
+-- a BEFORE UPDATE trigger that writes another guarded row
+CREATE TABLE wp_mv_touch (id int PRIMARY KEY, v text NOT NULL, fence bigint,
+	touched timestamptz) PARTITION BY RANGE (id);
+CREATE TABLE wp_mv_predel (id int PRIMARY KEY, v text NOT NULL, fence bigint)
+	PARTITION BY RANGE (id);
+CREATE TABLE wp_mv_nested (id int PRIMARY KEY, v text NOT NULL, fence bigint)
+	PARTITION BY RANGE (id);
+CREATE TABLE wp_side (id int PRIMARY KEY, n int NOT NULL, fence bigint);
+DO $$
+DECLARE
+	t text;
+BEGIN
+	FOREACH t IN ARRAY ARRAY['wp_mv_touch', 'wp_mv_predel', 'wp_mv_nested']
+	LOOP
+		EXECUTE format('CREATE TABLE %I PARTITION OF %I FOR VALUES FROM (0) TO (100)',
+					   t || '_low', t);
+		EXECUTE format('CREATE TABLE %I PARTITION OF %I FOR VALUES FROM (100) TO (200)',
+					   t || '_high', t);
+	END LOOP;
+END $$;
+CREATE FUNCTION wp_touch() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	NEW.touched := clock_timestamp();
+	RETURN NEW;
+END $$;
+CREATE FUNCTION wp_note_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+	seen timestamptz;
+BEGIN
+	seen := clock_timestamp();
+	RETURN OLD;
+END $$;
+CREATE FUNCTION wp_write_side() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	UPDATE wp_side SET n = n + 1, fence = NEW.fence WHERE id = 1;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER zz_touch BEFORE UPDATE ON wp_mv_touch
+	FOR EACH ROW EXECUTE FUNCTION wp_touch();
+CREATE TRIGGER a_note BEFORE DELETE ON wp_mv_predel
+	FOR EACH ROW EXECUTE FUNCTION wp_note_delete();
+CREATE TRIGGER zz_side BEFORE UPDATE ON wp_mv_nested
+	FOR EACH ROW EXECUTE FUNCTION wp_write_side();
 -- inheritance: the parent's trigger does not fire for rows of a child
 CREATE TABLE wp_inh (id int PRIMARY KEY, v text NOT NULL, fence bigint);
 CREATE TABLE wp_inh_guarded (PRIMARY KEY (id)) INHERITS (wp_inh);
@@ -157,8 +206,9 @@ DO $$
 DECLARE
 	t text;
 BEGIN
-	FOREACH t IN ARRAY ARRAY['wp_plain', 'wp_unfenced', 'wp_zero', 'wp_part', 'wp_inh', 'wp_inh_guarded',
-							 'wp_restore', 'wp_nulled', 'wp_late', 'wp_fk']
+	FOREACH t IN ARRAY ARRAY['wp_plain', 'wp_unfenced', 'wp_zero', 'wp_zfenced', 'wp_part', 'wp_inh',
+							 'wp_inh_guarded', 'wp_restore', 'wp_nulled', 'wp_late', 'wp_fk',
+							 'wp_mv_touch', 'wp_mv_predel', 'wp_mv_nested', 'wp_side']
 	LOOP
 		EXECUTE format('CREATE TRIGGER guard BEFORE INSERT OR UPDATE OR DELETE ON %I '
 					   'FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard(''fence'')', t);
@@ -172,6 +222,11 @@ BEGIN;
 SELECT set_config('fencing.token', :'wp_cur', true) IS NOT NULL AS declared;
 INSERT INTO wp_plain VALUES (1, 'orig', NULL);
 INSERT INTO wp_part VALUES (1, 'orig', NULL);
+INSERT INTO wp_zfenced VALUES (1, 'orig', DEFAULT);
+INSERT INTO wp_mv_touch VALUES (1, 'orig', NULL);
+INSERT INTO wp_mv_predel VALUES (1, 'orig', NULL);
+INSERT INTO wp_mv_nested VALUES (1, 'orig', NULL);
+INSERT INTO wp_side VALUES (1, 0, NULL);
 INSERT INTO wp_inh_guarded VALUES (1, 'orig', NULL);
 INSERT INTO wp_inh_bare VALUES (2, 'orig', :wp_cur);
 INSERT INTO wp_restore VALUES (1, 'orig', NULL);
