@@ -18,7 +18,7 @@
 --       (LF001) counts itself in stale_write_count
 --   R3  a NULL argument is refused with 22004 (the application role may
 --       get 42501 first for an admin function), except the documented
---       ones: "fence" (never written) and "allow_same" (counts as false)
+--       one: "fence" (never written)
 --   R4  whether a value of an argument is refused with 22004, 22023 or
 --       0A000 does not depend on the other arguments
 --   R5  the documented limits of arguments by name (README "Limits",
@@ -198,7 +198,7 @@ INSERT INTO sw_expect VALUES
 	('tokens', '10001 tokens', '22023');
 -- R3's documented exceptions
 CREATE TEMP TABLE sw_nullable (argname text PRIMARY KEY);
-INSERT INTO sw_nullable VALUES ('fence'), ('allow_same');
+INSERT INTO sw_nullable VALUES ('fence');
 -- R6: the functions that issue tokens
 CREATE TEMP TABLE sw_issuers (fn text PRIMARY KEY);
 INSERT INTO sw_issuers VALUES ('next_token'), ('lease_acquire'),
