@@ -19,6 +19,7 @@
  */
 #include "postgres.h"
 
+#include "access/subtrans.h"
 #include "access/xact.h"
 #include "commands/async.h"
 #include "common/hashfn.h"
@@ -27,17 +28,20 @@
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
 #include "pgstat.h"
+#include "portability/instr_time.h"
+#include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "storage/proc.h"
-#if PG_VERSION_NUM >= 170000
-#include "storage/procarray.h"	/* ProcNumberGetProc */
-#endif
+#include "storage/procarray.h"
 #include "storage/sinvaladt.h"
 #include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/resowner.h"
 #include "utils/memutils.h"
+#include "utils/timeout.h"
+#include "utils/timestamp.h"
 
 #include "lease.h"
 
@@ -167,76 +171,243 @@ fencing_queue_try_enter(const char *name, int len)
 	return queue_lock(&tag, true, true);
 }
 
+/* ---- waits with a deadline ---- */
+
 /*
- * Wait for an ExclusiveLock on "tag" for at most timeout_usecs; true once
- * granted, false when the time ran out (we left the lock's wait queue).
- * The lock manager's wait is bounded by lock_timeout, set for the wait in
- * an internal subtransaction whose rollback takes us out of the wait
- * queue; a shorter lock_timeout of the caller's, a cancel or a deadlock is
- * the caller's error.  The lock goes to the current (sub)transaction.
+ * Microseconds on the monotonic clock (CLOCK_MONOTONIC on Linux), for
+ * deadlines: a step of the wall clock (NTP, an operator) neither stretches
+ * nor cuts a wait.  Expiry is judged by the wall clock, as stored in the
+ * lease row.
  */
-static bool
-lock_within(LOCKTAG *tag, int64 timeout_usecs)
+int64
+fencing_monotonic_usecs(void)
+{
+	instr_time	t;
+
+	INSTR_TIME_SET_CURRENT(t);
+	return (int64) INSTR_TIME_GET_MICROSEC(t);
+}
+
+/*
+ * The timer that ends a wait at its deadline, registered once per process
+ * (after InitializeTimeouts, which forgets timers a preloading postmaster
+ * would have registered).  When it fires it cancels the lock wait we are
+ * in, as lock_timeout does, unlike which it bounds all the lock waits of
+ * one call together (heap_lock_tuple may wait for the tuple lock, then for
+ * the locker).
+ */
+static TimeoutId deadline_timeout;
+static int	deadline_timeout_pid = 0;
+
+/* the deadline the timer is armed for; FENCING_DEADLINE_NONE: not armed */
+static int64 armed_deadline = FENCING_DEADLINE_NONE;
+
+static void
+deadline_timeout_handler(void)
+{
+	/* as StatementCancelHandler: the wait's CHECK_FOR_INTERRUPTS errors out */
+	if (!proc_exit_inprogress)
+	{
+		InterruptPending = true;
+		QueryCancelPending = true;
+	}
+	SetLatch(MyLatch);
+}
+
+/*
+ * Arm the timer for "deadline", or disarm it (FENCING_DEADLINE_NONE).  A
+ * wait inside another one (a trigger on fencing.leases that acquires)
+ * arms it for the earlier of the two deadlines, and the outer one's is
+ * armed again when it ends.
+ */
+static void
+arm_deadline(int64 deadline)
+{
+	if (deadline_timeout_pid != MyProcPid)
+	{
+		deadline_timeout = RegisterTimeout(USER_TIMEOUT,
+										   deadline_timeout_handler);
+		deadline_timeout_pid = MyProcPid;
+	}
+	armed_deadline = deadline;
+	if (deadline == FENCING_DEADLINE_NONE)
+		disable_timeout(deadline_timeout, true);
+	else
+		/* the timer runs on the wall clock: aim it at what is left */
+		enable_timeout_at(deadline_timeout,
+						  GetCurrentTimestamp() +
+						  (deadline - fencing_monotonic_usecs()));
+}
+
+/*
+ * Run fn(arg), which may wait for locks held by other transactions, in an
+ * internal subtransaction whose lock waits end at "deadline" (microseconds
+ * on fencing_monotonic_usecs' clock):
+ *	- FENCING_DEADLINE_NONE: no end, as a plain UPDATE waits;
+ *	- a deadline that has passed: no waiting, or only for a moment
+ *	  (lock_timeout at its least, 1 ms), for waits the call cannot refuse
+ *	  up front (an INSERT meeting another transaction's uncommitted row);
+ *	- else until then.
+ * fn returns true to keep what it did: the subtransaction then commits into
+ * the current (sub)transaction, which gets its locks; false rolls it back,
+ * which releases the row locks it took, so that a caller that waited for a
+ * row and found it no longer qualifying keeps no lock on it.  When the
+ * deadline comes first, the subtransaction is rolled back too.  Any other
+ * error (a cancel, statement_timeout, the caller's own shorter lock_timeout,
+ * a deadlock) is raised again after the rollback.
+ *
+ * A subtransaction costs some microseconds, and an XID if fn writes: callers
+ * use this only once they know they must wait, except to create a lease
+ * row, which cannot know it in advance.
+ */
+FencingWaitOutcome
+fencing_wait_within(bool (*fn) (void *arg), void *arg, int64 deadline)
 {
 	MemoryContext oldcontext = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
-	int64		ms64 = (timeout_usecs + 999) / 1000;
-	int			timeout_ms = (int) Min(Max(ms64, 1), INT_MAX);
-	bool		ours = LockTimeout == 0 || timeout_ms <= LockTimeout;
-	volatile bool entered = false;
+	int64		outer = armed_deadline;
+	bool		bounded = deadline != FENCING_DEADLINE_NONE;
+	bool		timed = bounded && deadline > fencing_monotonic_usecs();
+	bool		at_once = bounded && !timed;
+	volatile bool armed = false;
+	volatile FencingWaitOutcome outcome = FENCING_WAIT_TIMED_OUT;
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(oldcontext);
 	PG_TRY();
 	{
 		int			nestlevel = NewGUCNestLevel();
+		bool		keep;
 
-		if (ours)
-		{
-			char		value[32];
-
-			snprintf(value, sizeof(value), "%d", timeout_ms);
-			(void) set_config_option("lock_timeout", value, PGC_USERSET,
+		if (at_once)
+			(void) set_config_option("lock_timeout", "1", PGC_USERSET,
 									 PGC_S_SESSION, GUC_ACTION_SAVE, true,
 									 0, false);
+		else if (timed && (outer == FENCING_DEADLINE_NONE || deadline < outer))
+		{
+			arm_deadline(deadline);
+			armed = true;
 		}
-		(void) LockAcquire(tag, ExclusiveLock, false, false);
-		/* the caller's lock_timeout again (an error: the rollback does it) */
+		keep = fn(arg);
+		if (armed)
+			disable_timeout(deadline_timeout, true);
+		/* a deadline that passed just now errors out here, not later */
+		CHECK_FOR_INTERRUPTS();
+		if (armed)
+		{
+			arm_deadline(outer);
+			armed = false;
+		}
 		AtEOXact_GUC(true, nestlevel);
-		ReleaseCurrentSubTransaction();
+		if (keep)
+			ReleaseCurrentSubTransaction();
+		else
+			RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
-		entered = true;
+		outcome = keep ? FENCING_WAIT_KEPT : FENCING_WAIT_UNDONE;
 	}
 	PG_CATCH();
 	{
 		ErrorData  *edata;
+		bool		fired = false;
+		bool		ours;
 
+		if (armed)
+		{
+			fired = get_timeout_indicator(deadline_timeout, true);
+			arm_deadline(outer);
+		}
 		MemoryContextSwitchTo(oldcontext);
 		edata = CopyErrorData();
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
-		if (!ours || edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+
+		/*
+		 * Our timer cancels with "canceling statement due to user request";
+		 * a real cancel or statement_timeout at the very same moment is
+		 * taken for the deadline, which has come anyway.
+		 */
+		if (timed)
+			ours = edata->sqlerrcode == ERRCODE_QUERY_CANCELED && fired;
+		else
+			ours = at_once && edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE;
+		if (!ours)
 			ReThrowError(edata);
 		FreeErrorData(edata);
 	}
 	PG_END_TRY();
-	return entered;
+	return outcome;
+}
+
+static bool
+wait_for_xact(void *arg)
+{
+	XactLockTableWait(*(TransactionId *) arg, NULL, NULL, XLTW_None);
+	return true;
 }
 
 /*
- * Queue behind the waiters before us for at most timeout_usecs; true once
- * we are the head, false when the time ran out (we left the queue).
+ * Wait until the transaction ends, or the deadline passes; true if it
+ * ended.  For a prepared transaction, which no release wakes us for.
  */
 bool
-fencing_queue_enter(const char *name, int len, int64 timeout_usecs)
+fencing_wait_for_xact(TransactionId xid, int64 deadline)
+{
+	return fencing_wait_within(wait_for_xact, &xid, deadline) ==
+		FENCING_WAIT_KEPT &&
+		!TransactionIdIsInProgress(xid);
+}
+
+/*
+ * Is xid a prepared transaction, still waiting for COMMIT PREPARED or
+ * ROLLBACK PREPARED?  Its top-level XID is in progress but no backend runs
+ * it: a prepared transaction's is held by a PGPROC without a process.  The
+ * XID must be one a snapshot of ours saw in progress.
+ */
+bool
+fencing_xact_is_prepared(TransactionId xid)
+{
+	TransactionId top;
+
+	if (!TransactionIdIsInProgress(xid))
+		return false;
+	top = SubTransGetTopmostTransaction(xid);
+	return TransactionIdIsInProgress(top) && BackendXidGetPid(top) == 0;
+}
+
+static bool
+lock_exclusive(void *arg)
+{
+	(void) LockAcquire((LOCKTAG *) arg, ExclusiveLock, false, false);
+	return true;
+}
+
+/*
+ * Wait for an ExclusiveLock on "tag" until the deadline; true once
+ * granted, false when the time ran out (we left the lock's wait queue).
+ * The lock goes to the current (sub)transaction.
+ */
+static bool
+lock_within(LOCKTAG *tag, int64 deadline)
+{
+	return fencing_wait_within(lock_exclusive, tag, deadline) ==
+		FENCING_WAIT_KEPT;
+}
+
+/*
+ * Queue behind the waiters before us until the deadline; true once we are
+ * the head, false when the time ran out (we left the queue).
+ */
+bool
+fencing_queue_enter(const char *name, int len, int64 deadline)
 {
 	LOCKTAG		tag;
 
 	queue_locktag(&tag, name, len);
-	return lock_within(&tag, timeout_usecs);
+	return lock_within(&tag, deadline);
 }
 
 /* Leave the queue (as its head): the next in line becomes the head. */
@@ -258,11 +429,12 @@ fencing_queue_leave(const char *name, int len)
  * acquire of a semaphore's slot first takes this lock, on (semaphore,
  * holder, role), until its transaction ends: the second session waits
  * for the first to commit, and then finds the first one's slot, its own.
- * Waits for at most timeout_usecs (0: not at all); false if not granted.
+ * Waits until the deadline (one that has passed: not at all); false if
+ * not granted.
  */
 bool
 fencing_holder_lock(const char *name, int len, const char *holder, int hlen,
-					Oid role, int64 timeout_usecs)
+					Oid role, int64 deadline)
 {
 	LOCKTAG		tag;
 	uint64		h = hash_bytes_extended((const unsigned char *) name, len, role);
@@ -273,7 +445,7 @@ fencing_holder_lock(const char *name, int len, const char *holder, int hlen,
 						 FENCING_HOLDER_LOCKTAG_FIELD4);
 	if (LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL)
 		return true;
-	return timeout_usecs > 0 && lock_within(&tag, timeout_usecs);
+	return deadline > fencing_monotonic_usecs() && lock_within(&tag, deadline);
 }
 
 /* ---- waking ---- */
@@ -306,15 +478,21 @@ events_xact_callback(XactEvent event, void *arg)
 
 	switch (event)
 	{
+			/*
+			 * At PREPARE TRANSACTION too: no callback of ours runs at COMMIT
+			 * PREPARED, which may come from any session.  The head wakes
+			 * now, finds the lease's row changed by a prepared transaction
+			 * and waits for that transaction to end (lease.c).
+			 */
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PREPARE:
 			foreach(lc, wake_at_commit)
 				wake_waiters((LOCKTAG *) lfirst(lc));
 			wake_at_commit = NIL;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
-		case XACT_EVENT_PREPARE:
 			/* list memory goes with TopTransactionContext */
 			wake_at_commit = NIL;
 			break;

@@ -18,7 +18,6 @@
 #include "access/xact.h"
 #include "datatype/timestamp.h"
 #include "miscadmin.h"
-#include "portability/instr_time.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -105,8 +104,8 @@ try_acquire_lease(LeaseRequest *req, LeaseResult *res)
 	req->slot = 0;
 	if (fencing_run_lease_statement(LEASE_TAKE, req, res) == 0)
 	{
-		/* seen and held by another: no need to try creating it */
-		if (res->row_seen)
+		/* seen and held by another, or locked: no use creating it */
+		if (res->row_seen || res->locked)
 			return false;
 		if (fencing_run_lease_statement(LEASE_CREATE, req, res) == 0 &&
 			fencing_run_lease_statement(LEASE_TAKE, req, res) == 0)
@@ -120,21 +119,47 @@ try_acquire_lease(LeaseRequest *req, LeaseResult *res)
  * Concurrent acquirers see the same slots free: rather than queue behind
  * each other on the lowest one's row lock, each skips a slot whose row
  * another transaction has locked, as SKIP LOCKED would, and takes the
- * next.  The last one is waited for, so that a slot that is being taken
- * by a transaction that then rolls back is not missed.
+ * next.  The last one is waited for (until the acquire's deadline), so
+ * that a waiter does not miss a slot whose taker then rolls back.
  */
 static bool
 take_free_slot(LeaseRequest *req, const LeaseSurvey *survey, LeaseResult *res)
 {
+	int64		deadline = req->lock_deadline;
 	bool		taken = false;
 
 	for (int i = 0; i < survey->ntakeable && !taken; i++)
 	{
 		req->slot = survey->takeable[i];
-		req->skip_locked = i < survey->ntakeable - 1;
+		req->lock_deadline = i < survey->ntakeable - 1 ?
+			FENCING_DEADLINE_NOW : deadline;
 		taken = fencing_run_lease_statement(LEASE_TAKE, req, res) == 1;
 	}
-	req->skip_locked = false;
+	req->lock_deadline = deadline;
+	return taken;
+}
+
+/*
+ * Create one of the slots the survey found missing, lowest first.  As for
+ * free slots, concurrent acquirers skip a slot that another transaction is
+ * creating (do not wait for its INSERT to commit, or only for a moment),
+ * except the last, which a waiter waits for.
+ */
+static bool
+create_missing_slot(LeaseRequest *req, const LeaseSurvey *survey,
+					LeaseResult *res)
+{
+	int64		deadline = req->lock_deadline;
+	bool		taken = false;
+
+	for (int i = 0; i < survey->nmissing && !taken; i++)
+	{
+		req->slot = survey->missing[i];
+		req->lock_deadline = i < survey->nmissing - 1 ?
+			FENCING_DEADLINE_NOW : deadline;
+		taken = fencing_run_lease_statement(LEASE_CREATE, req, res) == 1;
+	}
+	req->lock_deadline = deadline;
 	return taken;
 }
 
@@ -148,10 +173,11 @@ take_free_slot(LeaseRequest *req, const LeaseSurvey *survey, LeaseResult *res)
  */
 static bool
 try_acquire_slot(LeaseRequest *req, int32 slots, LeaseResult *res,
-				 TimestampTz *chance)
+				 TimestampTz *chance, TransactionId *prepared)
 {
 	/* lost every round: try again at once */
 	*chance = 0;
+	*prepared = InvalidTransactionId;
 	for (int round = 0; round < slots + 2; round++)
 	{
 		LeaseSurvey survey;
@@ -165,15 +191,13 @@ try_acquire_slot(LeaseRequest *req, int32 slots, LeaseResult *res,
 		}
 		else if (survey.ntakeable > 0)
 			taken = take_free_slot(req, &survey, res);
-		else if (survey.missing_slot >= 0)
-		{
-			req->slot = survey.missing_slot;
-			taken = fencing_run_lease_statement(LEASE_CREATE, req, res) == 1;
-		}
+		else if (survey.nmissing > 0)
+			taken = create_missing_slot(req, &survey, res);
 		else
 		{
 			/* every slot held: the next one comes free then */
 			*chance = survey.free_at;
+			*prepared = survey.prepared_xid;
 			return false;
 		}
 		if (taken)
@@ -185,23 +209,29 @@ try_acquire_slot(LeaseRequest *req, int32 slots, LeaseResult *res,
 
 /*
  * One attempt.  On failure, *chance says when to try again, on the wall
- * clock: 0 for at once, DT_NOEND for when a release wakes us.  A
- * semaphore's attempt knows it from its survey; a lease's asks its row
- * only when the caller will wait (chance not NULL).
+ * clock: 0 for at once, DT_NOEND for when a release wakes us; and
+ * *prepared names a prepared transaction that changed the lease's row (a
+ * release, say) and may free it at COMMIT PREPARED.  A semaphore's attempt
+ * knows both from its survey; a lease's asks its row only when the caller
+ * will wait (chance not NULL).
  */
 static bool
 try_acquire(LeaseRequest *req, int32 slots, LeaseResult *res,
-			TimestampTz *chance)
+			TimestampTz *chance, TransactionId *prepared)
 {
 	TimestampTz slot_chance;
+	TransactionId slot_prepared;
 	LeaseResult avail;
 
 	if (slots != LEASE_ONLY)
 	{
-		if (try_acquire_slot(req, slots, res, &slot_chance))
+		if (try_acquire_slot(req, slots, res, &slot_chance, &slot_prepared))
 			return true;
 		if (chance != NULL)
+		{
 			*chance = slot_chance;
+			*prepared = slot_prepared;
+		}
 		return false;
 	}
 	if (try_acquire_lease(req, res))
@@ -209,9 +239,11 @@ try_acquire(LeaseRequest *req, int32 slots, LeaseResult *res,
 	if (chance != NULL)
 	{
 		*chance = DT_NOEND;
+		*prepared = InvalidTransactionId;
 		if (fencing_run_lease_statement(LEASE_AVAILABLE_AT, req, &avail) == 1 &&
 			!avail.available_now)
 			*chance = avail.available_at;
+		*prepared = avail.prepared_xid;
 	}
 	return false;
 }
@@ -235,34 +267,26 @@ take_own(LeaseRequest *req, int32 slots, LeaseResult *res)
 }
 
 /*
- * Microseconds on the monotonic clock (CLOCK_MONOTONIC on Linux), for
- * deadlines: a step of the wall clock (NTP, an operator) neither stretches
- * nor cuts a wait.  Expiry is judged by the wall clock, as stored in the
- * lease row.
- */
-static int64
-monotonic_usecs(void)
-{
-	instr_time	t;
-
-	INSTR_TIME_SET_CURRENT(t);
-	return (int64) INSTR_TIME_GET_MICROSEC(t);
-}
-
-/*
  * As the head of the lease's queue, wait until the lease can be taken or
- * the deadline (start + wait_usecs) passes.  The head registers in the
- * lock manager (events.c) so a committed release wakes it; otherwise it
- * sleeps until the lease's expiry plus lock delay.  Each attempt is a
- * statement of its own and locks nothing it does not take, so the head
- * never blocks the holder.
+ * the deadline passes.  The head registers in the lock manager (events.c)
+ * so a committed release wakes it; otherwise it sleeps until the lease's
+ * expiry plus lock delay.  Each attempt is a statement of its own and
+ * locks nothing it does not take, so the head never blocks the holder.
+ * An attempt may wait for a row lock, until the deadline: a free or
+ * expired lease whose row another transaction holds locked is taken when
+ * that transaction ends.
+ *
+ * A release in a prepared transaction wakes the head at PREPARE; until
+ * COMMIT PREPARED the head still sees the lease held, and waits for that
+ * transaction to end instead of sleeping (a semaphore's head for a second
+ * at most, then it looks at the other slots again).
  *
  * The deadline is on the monotonic clock; the time until the lease comes
  * free is a wall-clock difference, and only ever shortens a sleep.
  */
 static bool
-wait_and_acquire(LeaseRequest *req, int32 slots, int64 start,
-				 int64 wait_usecs, LeaseResult *res)
+wait_and_acquire(LeaseRequest *req, int32 slots, int64 deadline,
+				 LeaseResult *res)
 {
 	const char *nm = VARDATA_ANY(req->name);
 	int			len = VARSIZE_ANY_EXHDR(req->name);
@@ -274,14 +298,15 @@ wait_and_acquire(LeaseRequest *req, int32 slots, int64 start,
 		int64		left;
 		int64		sleep_usecs;
 		TimestampTz chance;
+		TransactionId prepared;
 
 		/* registered first, so a release committed from now on wakes us */
-		if (try_acquire(req, slots, res, &chance))
+		if (try_acquire(req, slots, res, &chance, &prepared))
 		{
 			acquired = true;
 			break;
 		}
-		left = wait_usecs - (monotonic_usecs() - start);
+		left = deadline - fencing_monotonic_usecs();
 		if (left <= 0)
 			break;
 
@@ -295,7 +320,14 @@ wait_and_acquire(LeaseRequest *req, int32 slots, int64 start,
 			else if (chance - now < sleep_usecs)
 				sleep_usecs = chance - now;
 		}
-		if (sleep_usecs > 0)
+		if (TransactionIdIsValid(prepared) && sleep_usecs > 0)
+		{
+			if (slots != LEASE_ONLY)
+				sleep_usecs = Min(sleep_usecs, USECS_PER_SEC);
+			(void) fencing_wait_for_xact(prepared,
+										 fencing_monotonic_usecs() + sleep_usecs);
+		}
+		else if (sleep_usecs > 0)
 			fencing_waiter_sleep((long) ((sleep_usecs + 999) / 1000));
 		else
 			CHECK_FOR_INTERRUPTS();
@@ -310,23 +342,21 @@ wait_and_acquire(LeaseRequest *req, int32 slots, int64 start,
  * waiter the head.  A holder re-acquiring its own lease does not queue.
  */
 static bool
-acquire_waiting(LeaseRequest *req, int32 slots, int64 wait_usecs,
+acquire_waiting(LeaseRequest *req, int32 slots, int64 deadline,
 				LeaseResult *res)
 {
 	const char *nm = VARDATA_ANY(req->name);
 	int			len = VARSIZE_ANY_EXHDR(req->name);
-	int64		start = monotonic_usecs();
 	bool		acquired;
 
 	if (!fencing_queue_try_enter(nm, len))
 	{
 		if (take_own(req, slots, res))
 			return true;
-		if (!fencing_queue_enter(nm, len,
-								 wait_usecs - (monotonic_usecs() - start)))
+		if (!fencing_queue_enter(nm, len, deadline))
 			return false;
 	}
-	acquired = wait_and_acquire(req, slots, start, wait_usecs, res);
+	acquired = wait_and_acquire(req, slots, deadline, res);
 	fencing_queue_leave(nm, len);
 	return acquired;
 }
@@ -340,6 +370,8 @@ static int64
 acquire(LeaseRequest *req, int32 slots, int64 wait_usecs)
 {
 	LeaseResult res = {0};
+	int64		deadline = wait_usecs > 0 ?
+		fencing_monotonic_usecs() + wait_usecs : FENCING_DEADLINE_NOW;
 
 	/* a waiter needs fresh snapshots to see the lease come free */
 	if (wait_usecs > 0 && IsolationUsesXactSnapshot())
@@ -353,24 +385,24 @@ acquire(LeaseRequest *req, int32 slots, int64 wait_usecs)
 	 * counts against ours.  Busy with wait => '0': another session of this
 	 * holder is acquiring right now, and a try-once gives up.
 	 */
-	if (slots != LEASE_ONLY)
-	{
-		int64		start = monotonic_usecs();
+	if (slots != LEASE_ONLY &&
+		!fencing_holder_lock(VARDATA_ANY(req->name),
+							 VARSIZE_ANY_EXHDR(req->name),
+							 VARDATA_ANY(req->holder),
+							 VARSIZE_ANY_EXHDR(req->holder),
+							 req->role, deadline))
+		return 0;
 
-		if (!fencing_holder_lock(VARDATA_ANY(req->name),
-								 VARSIZE_ANY_EXHDR(req->name),
-								 VARDATA_ANY(req->holder),
-								 VARSIZE_ANY_EXHDR(req->holder),
-								 req->role, wait_usecs))
-			return 0;
-		if (wait_usecs > 0)
-			wait_usecs = Max(wait_usecs - (monotonic_usecs() - start), 1);
-	}
-
+	/*
+	 * A row that another transaction has locked (a check, a renew, a
+	 * concurrent acquire) or is creating: a try-once does not wait for it
+	 * at all, and a waiter until its deadline.
+	 */
+	req->lock_deadline = deadline;
 	if (wait_usecs == 0)
 	{
 		/* try once, whoever waits */
-		if (!try_acquire(req, slots, &res, NULL))
+		if (!try_acquire(req, slots, &res, NULL, NULL))
 		{
 			for (int s = 0; s < Max(slots, 1); s++)
 			{
@@ -380,7 +412,7 @@ acquire(LeaseRequest *req, int32 slots, int64 wait_usecs)
 			return 0;
 		}
 	}
-	else if (!acquire_waiting(req, slots, wait_usecs, &res))
+	else if (!acquire_waiting(req, slots, deadline, &res))
 		return 0;
 
 	fencing_notify(res.takeover ? "takeover" : "acquire",
