@@ -16,12 +16,16 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "datatype/timestamp.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "lease.h"
@@ -29,6 +33,7 @@
 #define LEASE_MAX_TTL_USECS		(INT64CONST(86400) * USECS_PER_SEC)
 #define LEASE_MAX_WAIT_USECS	(INT64CONST(86400) * USECS_PER_SEC)
 #define SEMAPHORE_MAX_SLOTS		1000
+#define RENEW_ALL_MAX_LEASES	10000
 
 /* "slots" of an acquire that is a lease's (slot 0 only), not a semaphore's */
 #define LEASE_ONLY				0
@@ -36,6 +41,7 @@
 FENCING_FUNCTION(fencing_lease_acquire);
 FENCING_FUNCTION(fencing_semaphore_acquire);
 FENCING_FUNCTION(fencing_lease_renew);
+FENCING_FUNCTION(fencing_lease_renew_all);
 FENCING_FUNCTION(fencing_lease_release);
 FENCING_FUNCTION(fencing_lease_check);
 
@@ -58,6 +64,32 @@ fencing_lease_init(void)
 /* ---- who may act on a lease ---- */
 
 /*
+ * The role to act as on the lease of req->token: the caller, unless the
+ * token is live and another role's; that is refused, unless the caller is
+ * a lease admin, who then acts with the holder's role.
+ */
+static Oid
+holder_role_for(LeaseRequest *req)
+{
+	Oid			caller = GetUserId();
+	LeaseResult holder;
+
+	req->role = caller;
+	fencing_check_lease_snapshot(LEASE_HOLDER_ROLE, req);
+	if (fencing_run_lease_statement(LEASE_HOLDER_ROLE, req, &holder) == 0 ||
+		holder.holder_role == caller)
+		return caller;
+	if (!fencing_is_admin(caller))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("lease \"%s\" is held by another role",
+						text_to_cstring(req->name)),
+				 errdetail("Only the role that acquired a lease may renew, release or check it."),
+				 errhint("Members of role fencing_admin may act on any lease.")));
+	return holder.holder_role;
+}
+
+/*
  * Run a renew, release or check statement as the calling role.  When it
  * finds nothing, see whether the token is live but held by another role:
  * that is refused, unless the caller is a lease admin, who then acts with
@@ -67,26 +99,15 @@ static uint64
 run_as_holder(LeaseStatement stmt, LeaseRequest *req, LeaseResult *result)
 {
 	Oid			caller = GetUserId();
-	LeaseResult holder;
 	uint64		processed;
 
 	req->role = caller;
 	processed = fencing_run_lease_statement(stmt, req, result);
 	if (processed > 0)
 		return processed;
-	fencing_check_lease_snapshot(LEASE_HOLDER_ROLE, req);
-	if (fencing_run_lease_statement(LEASE_HOLDER_ROLE, req, &holder) == 0 ||
-		holder.holder_role == caller)
+	req->role = holder_role_for(req);
+	if (req->role == caller)
 		return processed;
-
-	if (!fencing_is_admin(caller))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("lease \"%s\" is held by another role",
-						text_to_cstring(req->name)),
-				 errdetail("Only the role that acquired a lease may renew, release or check it."),
-				 errhint("Members of role fencing_admin may act on any lease.")));
-	req->role = holder.holder_role;
 	return fencing_run_lease_statement(stmt, req, result);
 }
 
@@ -519,6 +540,227 @@ fencing_lease_renew(PG_FUNCTION_ARGS)
 	fencing_check_token_band(req.token);
 	ForceSyncCommit();
 	PG_RETURN_BOOL(true);
+}
+
+/* ---- group keepalive ---- */
+
+/* One (name, token) pair of lease_renew_all, and where it was */
+typedef struct RenewPair
+{
+	text	   *name;
+	int64		token;
+	int			pos;
+} RenewPair;
+
+/* name order, bytewise (COLLATE "C"), then array order */
+static int
+renew_pair_cmp(const void *a, const void *b)
+{
+	const RenewPair *x = (const RenewPair *) a;
+	const RenewPair *y = (const RenewPair *) b;
+	int			xlen = VARSIZE_ANY_EXHDR(x->name);
+	int			ylen = VARSIZE_ANY_EXHDR(y->name);
+	int			c = memcmp(VARDATA_ANY(x->name), VARDATA_ANY(y->name),
+						   Min(xlen, ylen));
+
+	if (c != 0)
+		return c;
+	if (xlen != ylen)
+		return xlen < ylen ? -1 : 1;
+	return x->pos - y->pos;
+}
+
+/*
+ * Is the token from the current band, or would lease_renew refuse it with
+ * LF005 (fencing_check_token_band)?  Asked in a subtransaction, which
+ * writes nothing unless the check enters a new band.
+ */
+static bool
+token_in_band(int64 token)
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	volatile bool in_band = true;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcontext);
+	PG_TRY();
+	{
+		fencing_check_token_band(token);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+		if (edata->sqlerrcode != ERRCODE_FENCING_OLD_BAND)
+			ReThrowError(edata);
+		FreeErrorData(edata);
+		in_band = false;
+	}
+	PG_END_TRY();
+	return in_band;
+}
+
+/*
+ * lease_renew_all(names, tokens, ttl): renew each lease with its own token,
+ * as lease_renew does, in name order (so that overlapping calls lock rows
+ * in one order and cannot deadlock); one row per pair, (name, token,
+ * renewed).  The arguments are checked, every element included, before
+ * anything is renewed; so are the roles, lease by lease (42501 fails the
+ * whole call, as lease_renew would).  A token from before the current
+ * band, which lease_renew refuses with LF005, gives renewed = false for
+ * that lease alone: a group keepalive must not stop renewing the other
+ * leases because one of them was lost at a failover.
+ */
+Datum
+fencing_lease_renew_all(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ArrayType  *names_arr;
+	ArrayType  *tokens_arr;
+	Datum	   *names;
+	bool	   *names_null;
+	Datum	   *tokens;
+	bool	   *tokens_null;
+	int			nnames;
+	int			ntokens;
+	Datum		ttl;
+	RenewPair  *pairs;
+	int64		lowest_in_band = PG_INT64_MAX;
+	int64		highest_before_band = 0;
+	bool		renewed_any = false;
+	TupleDesc	tupdesc;
+	Tuplestorestate *store;
+	MemoryContext oldcontext;
+
+	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
+		(rsinfo->allowedModes & SFRM_Materialize) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("set-valued function called in context that cannot accept a set")));
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lease names, tokens and TTL must not be null")));
+	names_arr = PG_GETARG_ARRAYTYPE_P(0);
+	tokens_arr = PG_GETARG_ARRAYTYPE_P(1);
+	if (ARR_NDIM(names_arr) > 1 || ARR_NDIM(tokens_arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease names and tokens must be one-dimensional arrays")));
+	nnames = ArrayGetNItems(ARR_NDIM(names_arr), ARR_DIMS(names_arr));
+	ntokens = ArrayGetNItems(ARR_NDIM(tokens_arr), ARR_DIMS(tokens_arr));
+	if (nnames != ntokens)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("got %d lease names but %d tokens", nnames, ntokens),
+				 errhint("Pass one token per lease, in the same order.")));
+	if (nnames > RENEW_ALL_MAX_LEASES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("at most %d leases per call, got %d",
+						RENEW_ALL_MAX_LEASES, nnames)));
+	/* the TTL as lease_renew checks it, however many leases there are */
+	ttl = fencing_usecs_interval(fencing_duration_arg(fcinfo, 2, "lease TTL",
+													  LEASE_MAX_TTL_USECS,
+													  "1 day", false));
+	deconstruct_array(names_arr, TEXTOID, -1, false, TYPALIGN_INT,
+					  &names, &names_null, &nnames);
+	deconstruct_array(tokens_arr, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
+					  TYPALIGN_DOUBLE, &tokens, &tokens_null, &ntokens);
+	pairs = palloc(sizeof(RenewPair) * Max(nnames, 1));
+	for (int i = 0; i < nnames; i++)
+	{
+		if (names_null[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("lease name must not be null")));
+		if (tokens_null[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("fencing token must not be null")));
+		pairs[i].name = DatumGetTextPP(names[i]);
+		fencing_check_name(pairs[i].name, "lease name");
+		pairs[i].token = DatumGetInt64(tokens[i]);
+		fencing_check_token(pairs[i].token);
+		pairs[i].pos = i;
+		/* the band is a threshold: the smallest token tells for the rest */
+		lowest_in_band = Min(lowest_in_band, pairs[i].token);
+	}
+	PreventCommandIfReadOnly("fencing.lease_renew_all()");
+	qsort(pairs, nnames, sizeof(RenewPair), renew_pair_cmp);
+
+	/*
+	 * Tokens below a band's start are refused and none above (token.c): a
+	 * token in the band vouches for every larger one, a token before it for
+	 * every smaller one.  So one check usually does for all.
+	 */
+	if (nnames > 0 && !token_in_band(lowest_in_band))
+	{
+		highest_before_band = lowest_in_band;
+		lowest_in_band = PG_INT64_MAX;
+	}
+
+	oldcontext = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+	tupdesc = CreateTupleDescCopy(tupdesc);
+	store = tuplestore_begin_heap(false, false, work_mem);
+	MemoryContextSwitchTo(oldcontext);
+
+	for (int i = 0; i < nnames; i++)
+	{
+		LeaseRequest req = {0};
+		LeaseResult res = {0};
+		Datum		values[3];
+		bool		nulls[3] = {false, false, false};
+		bool		in_band;
+		bool		renewed = false;
+
+		req.name = pairs[i].name;
+		req.token = pairs[i].token;
+		req.ttl = ttl;
+		if (req.token >= lowest_in_band)
+			in_band = true;
+		else if (req.token <= highest_before_band)
+			in_band = false;
+		else if ((in_band = token_in_band(req.token)))
+			lowest_in_band = req.token;
+		else
+			highest_before_band = req.token;
+
+		if (!in_band)
+			/* not renewed; but another role's lease fails the call */
+			(void) holder_role_for(&req);
+		else if (run_as_holder(LEASE_RENEW, &req, &res) > 0)
+		{
+			renewed = renewed_any = true;
+			if (res.shortened)
+				fencing_wake_waiters_at_commit(VARDATA_ANY(req.name),
+											   VARSIZE_ANY_EXHDR(req.name));
+		}
+		values[0] = PointerGetDatum(req.name);
+		values[1] = Int64GetDatum(req.token);
+		values[2] = BoolGetDatum(renewed);
+		tuplestore_putvalues(store, tupdesc, values, nulls);
+	}
+	if (renewed_any)
+		ForceSyncCommit();
+
+	rsinfo->returnMode = SFRM_Materialize;
+	rsinfo->setResult = store;
+	rsinfo->setDesc = tupdesc;
+	return (Datum) 0;
 }
 
 Datum
