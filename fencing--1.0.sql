@@ -156,6 +156,18 @@ AS 'MODULE_PATHNAME', 'fencing_lease_release';
 COMMENT ON FUNCTION fencing.lease_release(text, bigint) IS
 	'Free a live lease held with this token';
 
+-- The keyed hash of a lease name in its advisory lock tags (pg_locks:
+-- classid = its high 32 bits, objid = its low 32 bits, objsubid 17989 and
+-- 17990), for superusers who want to tell which lease a waiter waits for.
+-- Keyed with a secret of the cluster, so that no role can craft a name that
+-- shares another lease's queue; not granted to PUBLIC.
+CREATE FUNCTION fencing._lease_lock_tag(name text)
+RETURNS bigint
+LANGUAGE C VOLATILE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'fencing_lease_lock_tag';
+
+REVOKE ALL ON FUNCTION fencing._lease_lock_tag(text) FROM PUBLIC;
+
 CREATE FUNCTION fencing.lease_check(name text, token bigint)
 RETURNS boolean
 LANGUAGE C VOLATILE PARALLEL UNSAFE

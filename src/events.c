@@ -21,8 +21,12 @@
 
 #include "access/subtrans.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "commands/async.h"
-#include "common/hashfn.h"
+#if PG_VERSION_NUM >= 140000
+#include "common/hmac.h"
+#endif
+#include "common/sha2.h"
 #include "lib/stringinfo.h"
 #include "libpq/libpq-be.h"
 #include "miscadmin.h"
@@ -59,13 +63,187 @@ static List *wake_at_commit = NIL;
 
 static bool notify_enabled = false;
 
+FENCING_FUNCTION(fencing_lease_lock_tag);
+
+/* ---- lock tags ---- */
+
+/*
+ * A lock tag has 64 bits for a name: a hash, so two names can share a tag,
+ * and then their waiters one queue and one wake-up registry.  An unkeyed
+ * hash (hash_bytes_extended with a known seed) lets anyone craft a name
+ * that shares the tag of any given lease, in seconds: its last mixing
+ * steps invert, so the last 12 bytes of a name can be solved for.  A role
+ * with such a name could stand at the head of another lease's queue for a
+ * day, and starve its waiters.  So the hash is keyed: SipHash-2-4, the
+ * keyed hash made against such collisions, with a key derived from the
+ * cluster's mock authentication nonce, 32 random bytes made at initdb,
+ * stored in pg_control and shown to no role (SCRAM hashes it to answer for
+ * roles that do not exist); standbys share it, pg_upgrade makes a new
+ * one.  pg_locks shows tags, not the key: without it, a name that shares a
+ * given tag takes some 2^64 tries.  See docs/security.md.
+ */
+#define TAG_NONCE_LEN	32		/* MOCK_AUTH_NONCE_LEN */
+#define TAG_KEY_LEN		16		/* SipHash's */
+
+static uint8 tag_key[TAG_KEY_LEN];
+static bool tag_key_known = false;
+
+/*
+ * The key: the first 16 bytes of HMAC-SHA-256(nonce, a label of ours), so
+ * that the nonce itself serves nothing but SCRAM.  Once per process.
+ */
+static void
+learn_tag_key(void)
+{
+	static const char label[] = "fencing lock tags";
+	const uint8 *nonce = (const uint8 *) GetMockAuthenticationNonce();
+	uint8		digest[PG_SHA256_DIGEST_LENGTH];
+#if PG_VERSION_NUM >= 140000
+	pg_hmac_ctx *ctx = pg_hmac_create(PG_SHA256);
+
+	if (ctx == NULL || pg_hmac_init(ctx, nonce, TAG_NONCE_LEN) < 0 ||
+		pg_hmac_update(ctx, (const uint8 *) label, strlen(label)) < 0 ||
+		pg_hmac_final(ctx, digest, sizeof(digest)) < 0)
+		elog(ERROR, "could not derive the key of the lease lock tags");
+	pg_hmac_free(ctx);
+#else
+	pg_sha256_ctx ctx;
+	uint8		pad[PG_SHA256_BLOCK_LENGTH];
+	uint8		inner[PG_SHA256_DIGEST_LENGTH];
+
+	/* RFC 2104 HMAC, with a key shorter than the block */
+	memset(pad, 0x36, sizeof(pad));
+	for (int i = 0; i < TAG_NONCE_LEN; i++)
+		pad[i] ^= nonce[i];
+	pg_sha256_init(&ctx);
+	pg_sha256_update(&ctx, pad, sizeof(pad));
+	pg_sha256_update(&ctx, (const uint8 *) label, strlen(label));
+	pg_sha256_final(&ctx, inner);
+	memset(pad, 0x5c, sizeof(pad));
+	for (int i = 0; i < TAG_NONCE_LEN; i++)
+		pad[i] ^= nonce[i];
+	pg_sha256_init(&ctx);
+	pg_sha256_update(&ctx, pad, sizeof(pad));
+	pg_sha256_update(&ctx, inner, sizeof(inner));
+	pg_sha256_final(&ctx, digest);
+#endif
+	memcpy(tag_key, digest, TAG_KEY_LEN);
+	tag_key_known = true;
+}
+
+static inline uint64
+load_le64(const uint8 *p)
+{
+	uint64		v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+#define ROTL64(x, b)	(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND \
+	do { \
+		v0 += v1; v1 = ROTL64(v1, 13); v1 ^= v0; v0 = ROTL64(v0, 32); \
+		v2 += v3; v3 = ROTL64(v3, 16); v3 ^= v2; \
+		v0 += v3; v3 = ROTL64(v3, 21); v3 ^= v0; \
+		v2 += v1; v1 = ROTL64(v1, 17); v1 ^= v2; v2 = ROTL64(v2, 32); \
+	} while (0)
+
+/* SipHash-2-4 (Aumasson and Bernstein, 2012), 64-bit output */
+static uint64
+siphash24(const uint8 *in, size_t len, const uint8 *key)
+{
+	uint64		k0 = load_le64(key);
+	uint64		k1 = load_le64(key + 8);
+	uint64		v0 = UINT64CONST(0x736f6d6570736575) ^ k0;
+	uint64		v1 = UINT64CONST(0x646f72616e646f6d) ^ k1;
+	uint64		v2 = UINT64CONST(0x6c7967656e657261) ^ k0;
+	uint64		v3 = UINT64CONST(0x7465646279746573) ^ k1;
+	uint64		last = ((uint64) len) << 56;
+	size_t		whole = len - len % 8;
+
+	for (size_t i = 0; i < whole; i += 8)
+	{
+		uint64		m = load_le64(in + i);
+
+		v3 ^= m;
+		SIPROUND;
+		SIPROUND;
+		v0 ^= m;
+	}
+	for (size_t i = whole; i < len; i++)
+		last |= ((uint64) in[i]) << (8 * (i - whole));
+	v3 ^= last;
+	SIPROUND;
+	SIPROUND;
+	v0 ^= last;
+	v2 ^= 0xff;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	return v0 ^ v1 ^ v2 ^ v3;
+}
+
+static void
+append_field(uint8 *buf, size_t *used, const void *data, uint32 len)
+{
+	memcpy(buf + *used, &len, sizeof(len));
+	*used += sizeof(len);
+	memcpy(buf + *used, data, len);
+	*used += len;
+}
+
+/*
+ * The 64-bit hash of a lease name (holder NULL) or of a (name, role,
+ * holder) triple, each field with its length, so that no two inputs
+ * spell the same message.
+ */
+static uint64
+tag_hash(const char *name, int len, Oid role, const char *holder, int hlen)
+{
+	uint8		msg[4 * sizeof(uint32) + 1 + sizeof(Oid) +
+					2 * FENCING_MAX_NAME_BYTES];
+	size_t		used = 0;
+	uint8		kind = holder == NULL ? 'L' : 'H';
+
+	Assert(len <= FENCING_MAX_NAME_BYTES && hlen <= FENCING_MAX_NAME_BYTES);
+	if (!tag_key_known)
+		learn_tag_key();
+	append_field(msg, &used, &kind, 1);
+	append_field(msg, &used, name, len);
+	if (holder != NULL)
+	{
+		append_field(msg, &used, &role, sizeof(role));
+		append_field(msg, &used, holder, hlen);
+	}
+	return siphash24(msg, used, tag_key);
+}
+
 static void
 lease_locktag(LOCKTAG *tag, const char *name, int len)
 {
-	uint64		h = hash_bytes_extended((const unsigned char *) name, len, 0);
+	uint64		h = tag_hash(name, len, InvalidOid, NULL, 0);
 
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
 						 FENCING_LOCKTAG_FIELD4);
+}
+
+/*
+ * fencing._lease_lock_tag(name): the hash in the lease's lock tags, as
+ * pg_locks shows them (classid its high 32 bits, objid its low 32 bits;
+ * objsubid 17989 and 17990), so that a superuser can tell whose waiters
+ * are whose.  Not granted to PUBLIC.
+ */
+Datum
+fencing_lease_lock_tag(PG_FUNCTION_ARGS)
+{
+	text	   *name = fencing_name_arg(fcinfo, 0, "lease name");
+
+	PG_RETURN_INT64((int64) tag_hash(VARDATA_ANY(name),
+									 VARSIZE_ANY_EXHDR(name),
+									 InvalidOid, NULL, 0));
 }
 
 void
@@ -133,7 +311,7 @@ fencing_waiter_sleep(long timeout_ms)
 static void
 queue_locktag(LOCKTAG *tag, const char *name, int len)
 {
-	uint64		h = hash_bytes_extended((const unsigned char *) name, len, 0);
+	uint64		h = tag_hash(name, len, InvalidOid, NULL, 0);
 
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
 						 FENCING_QUEUE_LOCKTAG_FIELD4);
@@ -437,10 +615,8 @@ fencing_holder_lock(const char *name, int len, const char *holder, int hlen,
 					Oid role, int64 deadline)
 {
 	LOCKTAG		tag;
-	uint64		h = hash_bytes_extended((const unsigned char *) name, len, role);
+	uint64		h = tag_hash(name, len, role, holder, hlen);
 
-	h = hash_combine64(h, hash_bytes_extended((const unsigned char *) holder,
-											  hlen, 0));
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
 						 FENCING_HOLDER_LOCKTAG_FIELD4);
 	if (LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL)
