@@ -24,7 +24,10 @@
  *	- when a concurrent transaction changed the row first, READ COMMITTED
  *	  looks again with a new snapshot and judges the new version (the
  *	  executor's EvalPlanQual recheck, but without keeping a lock on a row
- *	  that fails it); REPEATABLE READ and SERIALIZABLE raise 40001.
+ *	  that fails it); REPEATABLE READ and SERIALIZABLE raise 40001;
+ *	- a row the statement had to wait for is judged again once locked, by
+ *	  a new clock reading (lock_waiting), and an acquire waits for it only
+ *	  until its deadline.
  *
  * lease_store.c keeps the two statements that are SQL by nature: creating
  * the row (INSERT ... ON CONFLICT DO NOTHING) and purging old ones.

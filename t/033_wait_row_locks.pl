@@ -50,6 +50,15 @@ sub session
 	return $s;
 }
 
+# one statement's output (without the newline some versions leave)
+sub qs
+{
+	my ($s, $sql) = @_;
+	my $out = $s->query_safe($sql);
+	chomp $out;
+	return $out;
+}
+
 # start a statement in a session and return at once
 sub start_query
 {
@@ -130,7 +139,7 @@ sub wait_expired
 # expire under it without a race against the clock) past the lease's TTL
 my $tok = val("SELECT fencing.lease_acquire('rl', 'A', '1 s')");
 $holder->query_safe('BEGIN');
-is($holder->query_safe("SELECT holder FROM fencing.leases WHERE name = 'rl' FOR NO KEY UPDATE"),
+is(qs($holder, "SELECT holder FROM fencing.leases WHERE name = 'rl' FOR NO KEY UPDATE"),
 	'A', 'the holder\'s transaction has the row locked');
 ok(wait_expired('rl'), 'the lease expires while that transaction is open');
 
@@ -150,7 +159,7 @@ cmp_ok($el, '<', 6, sprintf('at its deadline (%.2f s), not when the holder commi
 start_query($other,
 	"SELECT fencing.lease_acquire('rl', 'C', '1 h', wait => '1 min') > $tok");
 ok(wait_for_lock_wait('other'), 'a waiting takeover waits for the row');
-my $mark = $holder->query_safe("SELECT pg_catalog.clock_timestamp()");
+my $mark = qs($holder, "SELECT pg_catalog.clock_timestamp()");
 $holder->query_safe('COMMIT');
 ($out, $err) = finish_query($other);
 is($out . $err, 't', 'and takes the lease over once the holder commits');
@@ -160,7 +169,7 @@ is(val("SELECT holder || ' ' || (acquired_at >= '$mark' AND expires_at > timesta
 
 # a lease being created by a transaction still open
 $holder->query_safe('BEGIN');
-like($holder->query_safe("SELECT fencing.lease_acquire('rl_new', 'A', '1 h')"),
+like(qs($holder, "SELECT fencing.lease_acquire('rl_new', 'A', '1 h')"),
 	qr/^\d+$/, 'a lease created in an open transaction');
 ($out, $err, $el) = timed($caller,
 	"SELECT coalesce(fencing.lease_acquire('rl_new', 'B', '1 min')::text, 'null')");
@@ -176,7 +185,7 @@ $holder->query_safe('COMMIT');
 val("SELECT fencing.semaphore_acquire('rl_sem', 'X', 2, '1 h')");
 $tok = val("SELECT fencing.semaphore_acquire('rl_sem', 'Y', 2, '1 s')");
 $holder->query_safe('BEGIN');
-is($holder->query_safe("SELECT holder FROM fencing.leases WHERE name = 'rl_sem' AND slot = 1 FOR NO KEY UPDATE"),
+is(qs($holder, "SELECT holder FROM fencing.leases WHERE name = 'rl_sem' AND slot = 1 FOR NO KEY UPDATE"),
 	'Y', 'a semaphore slot\'s row locked');
 ok($node->poll_query_until('postgres', qq{
 	SELECT expires_at < clock_timestamp() FROM fencing.leases
@@ -312,9 +321,9 @@ SKIP:
 	# the holder's own renew and check, in the transaction that holds the
 	# row, once the lease has expired
 	$tok = $lock_then_expire->('rj', "SELECT fencing.lease_renew('rj', %s, '1 h')");
-	is($holder->query_safe("SELECT fencing.lease_renew('rj', $tok, '1 h')"),
+	is(qs($holder, "SELECT fencing.lease_renew('rj', $tok, '1 h')"),
 		'f', 'the holder\'s renew in the transaction that holds the row: false');
-	is($holder->query_safe("SELECT fencing.lease_check('rj', $tok)"),
+	is(qs($holder, "SELECT fencing.lease_check('rj', $tok)"),
 		'f', 'and its check: the row lock does not keep the lease');
 	$holder->query_safe('COMMIT');
 	($out, $err) = finish_query($caller);
