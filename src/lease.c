@@ -136,49 +136,31 @@ try_acquire_lease(LeaseRequest *req, LeaseResult *res)
 }
 
 /*
- * Take one of the free or expired slots the survey found, lowest first.
- * Concurrent acquirers see the same slots free: rather than queue behind
- * each other on the lowest one's row lock, each skips a slot whose row
- * another transaction has locked, as SKIP LOCKED would, and takes the
- * next.  The last one is waited for (until the acquire's deadline), so
- * that a waiter does not miss a slot whose taker then rolls back.
+ * Take one of the slots the survey found: the free or expired ones, lowest
+ * first, then the ones that have no row yet.  Concurrent acquirers see the
+ * same slots: rather than queue behind each other on the lowest one's row
+ * lock, each skips a slot whose row another transaction has locked or is
+ * creating, as SKIP LOCKED would, and tries the next.  Only the last one
+ * is waited for (until the acquire's deadline), so that a waiter does not
+ * miss a slot whose taker then rolls back, and waits only when there is
+ * nothing else to try.
  */
 static bool
-take_free_slot(LeaseRequest *req, const LeaseSurvey *survey, LeaseResult *res)
+take_slot(LeaseRequest *req, const LeaseSurvey *survey, LeaseResult *res)
 {
 	int64		deadline = req->lock_deadline;
+	int			n = survey->ntakeable + survey->nmissing;
 	bool		taken = false;
 
-	for (int i = 0; i < survey->ntakeable && !taken; i++)
+	for (int i = 0; i < n && !taken; i++)
 	{
-		req->slot = survey->takeable[i];
-		req->lock_deadline = i < survey->ntakeable - 1 ?
-			FENCING_DEADLINE_NOW : deadline;
-		taken = fencing_run_lease_statement(LEASE_TAKE, req, res) == 1;
-	}
-	req->lock_deadline = deadline;
-	return taken;
-}
+		bool		exists = i < survey->ntakeable;
 
-/*
- * Create one of the slots the survey found missing, lowest first.  As for
- * free slots, concurrent acquirers skip a slot that another transaction is
- * creating (do not wait for its INSERT to commit, or only for a moment),
- * except the last, which a waiter waits for.
- */
-static bool
-create_missing_slot(LeaseRequest *req, const LeaseSurvey *survey,
-					LeaseResult *res)
-{
-	int64		deadline = req->lock_deadline;
-	bool		taken = false;
-
-	for (int i = 0; i < survey->nmissing && !taken; i++)
-	{
-		req->slot = survey->missing[i];
-		req->lock_deadline = i < survey->nmissing - 1 ?
-			FENCING_DEADLINE_NOW : deadline;
-		taken = fencing_run_lease_statement(LEASE_CREATE, req, res) == 1;
+		req->slot = exists ? survey->takeable[i] :
+			survey->missing[i - survey->ntakeable];
+		req->lock_deadline = i < n - 1 ? FENCING_DEADLINE_NOW : deadline;
+		taken = fencing_run_lease_statement(exists ? LEASE_TAKE : LEASE_CREATE,
+											req, res) == 1;
 	}
 	req->lock_deadline = deadline;
 	return taken;
@@ -210,10 +192,8 @@ try_acquire_slot(LeaseRequest *req, int32 slots, LeaseResult *res,
 			req->slot = survey.own_slot;
 			taken = fencing_run_lease_statement(LEASE_TAKE_OWN, req, res) == 1;
 		}
-		else if (survey.ntakeable > 0)
-			taken = take_free_slot(req, &survey, res);
-		else if (survey.nmissing > 0)
-			taken = create_missing_slot(req, &survey, res);
+		else if (survey.ntakeable + survey.nmissing > 0)
+			taken = take_slot(req, &survey, res);
 		else
 		{
 			/* every slot held: the next one comes free then */
