@@ -381,6 +381,10 @@ REVOKE ALL ON FUNCTION fencing_monitor._stats(),
 	FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION fencing_monitor._stats(),
 	fencing_monitor._stats_wait_histogram() TO pg_monitor;
+-- fencing_monitor.waiters maps lock tags to leases with it; with the key
+-- unknown, computing tags finds a name sharing a given lease's tag no
+-- sooner than 2^64 tries
+GRANT EXECUTE ON FUNCTION fencing._lease_lock_tag(text) TO pg_monitor;
 
 CREATE VIEW fencing_monitor.stats AS
 SELECT l.leases,
@@ -450,7 +454,7 @@ SELECT n.name AS lease,
 	   a.wait_event,
 	   a.query_start
   FROM pg_catalog.pg_locks AS q
-  JOIN (SELECT DISTINCT r.name, pg_catalog.hashtextextended(r.name, 0) AS h
+  JOIN (SELECT DISTINCT r.name, fencing._lease_lock_tag(r.name) AS h
 		  FROM fencing.leases AS r
 		 WHERE r.released_at IS NULL) AS n
 	ON q.classid OPERATOR(pg_catalog.=)
