@@ -862,8 +862,14 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 				case TM_Ok:
 					if (lapsed)
 					{
-						/* waited, and the locked row no longer qualifies */
-						if (result != NULL)
+						/*
+						 * Waited, and the locked row no longer qualifies.  A
+						 * forced release looks for the next slot it would
+						 * end, as an UPDATE goes on to its next row.
+						 */
+						if (stmt == LEASE_FORCE_RELEASE)
+							again = true;
+						else if (result != NULL)
 							result->row_seen = true;
 					}
 					else if (!writes)
