@@ -31,13 +31,14 @@
 CREATE TRIGGER fencing_claim BEFORE UPDATE OF attempt ON oban_jobs FOR EACH ROW
 	WHEN (NEW.attempt > OLD.attempt AND NEW.state = 'executing')
 	EXECUTE FUNCTION fencing.claim_stamp('meta->fencing_token');
-CREATE TRIGGER fencing_end BEFORE UPDATE OF state, attempted_at ON oban_jobs FOR EACH ROW
-	WHEN (CASE WHEN OLD.state = 'executing'
-			   THEN NEW.state IN ('completed', 'retryable', 'scheduled', 'executing')
-					OR (NEW.state = 'discarded'
-						AND OLD.attempted_at >= pg_catalog.timezone('UTC', pg_catalog.now()) - interval '60 minutes')
-			   ELSE NEW.state <> OLD.state
-					AND NEW.state IN ('completed', 'retryable', 'scheduled', 'discarded') END)
+CREATE TRIGGER fencing_end BEFORE UPDATE OF state ON oban_jobs FOR EACH ROW
+	WHEN (NEW.state IN ('completed', 'retryable', 'scheduled', 'discarded')
+		  AND (OLD.state = 'executing' OR NEW.state <> OLD.state)
+		  AND NOT (OLD.state = 'executing' AND NEW.state = 'discarded'
+				   AND OLD.attempted_at < pg_catalog.timezone('UTC', pg_catalog.now()) - interval '60 minutes'))
+	EXECUTE FUNCTION fencing.claim_guard('meta->fencing_token');
+CREATE TRIGGER fencing_heartbeat BEFORE UPDATE OF attempted_at ON oban_jobs FOR EACH ROW
+	WHEN (OLD.state = 'executing' AND NEW.state = 'executing')
 	EXECUTE FUNCTION fencing.claim_guard('meta->fencing_token');
 CREATE TRIGGER fencing_guard BEFORE INSERT OR UPDATE OR DELETE ON oban_jobs FOR EACH ROW
 	EXECUTE FUNCTION fencing.claim_guard('meta->fencing_token', '', 'allow_unfenced');

@@ -24,10 +24,13 @@
 CREATE TRIGGER fencing_claim BEFORE UPDATE OF state ON pgboss.job FOR EACH ROW
 	WHEN (NEW.state = 'active' AND OLD.state <> 'active')
 	EXECUTE FUNCTION fencing.claim_stamp('data->fencing_token');
-CREATE TRIGGER fencing_end BEFORE UPDATE OF state, heartbeat_on ON pgboss.job FOR EACH ROW
-	WHEN ((OLD.state = 'active' AND (NEW.state = 'completed' OR NEW.state = 'active'))
+CREATE TRIGGER fencing_end BEFORE UPDATE OF state ON pgboss.job FOR EACH ROW
+	WHEN ((OLD.state = 'active' AND NEW.state = 'completed')
 		  OR (NEW.state = 'created' AND OLD.state NOT IN ('created', 'cancelled')))
 	EXECUTE FUNCTION fencing.claim_guard('data->fencing_token', 'output->fencing_token');
+CREATE TRIGGER fencing_heartbeat BEFORE UPDATE OF heartbeat_on ON pgboss.job FOR EACH ROW
+	WHEN (OLD.state = 'active' AND NEW.state = 'active')
+	EXECUTE FUNCTION fencing.claim_guard('data->fencing_token');
 CREATE TRIGGER fencing_fail BEFORE INSERT ON pgboss.job FOR EACH ROW
 	WHEN (NEW.state IN ('retry', 'failed') AND NEW.started_on IS NOT NULL
 		  AND NEW.output IS DISTINCT FROM '{"value": {"message": "job timed out"}}'::jsonb

@@ -28,10 +28,12 @@
 CREATE TRIGGER fencing_claim BEFORE UPDATE OF attempt ON river_job FOR EACH ROW
 	WHEN (NEW.attempt > OLD.attempt AND NEW.state = 'running')
 	EXECUTE FUNCTION fencing.claim_stamp('metadata->fencing_token');
-CREATE TRIGGER fencing_end BEFORE UPDATE OF state, attempted_at ON river_job FOR EACH ROW
-	WHEN (OLD.state = 'running' AND NEW.attempt <= OLD.attempt
-		  AND (NEW.state <> 'running' OR NEW.attempted_at IS DISTINCT FROM OLD.attempted_at)
+CREATE TRIGGER fencing_end BEFORE UPDATE OF state ON river_job FOR EACH ROW
+	WHEN (OLD.state = 'running' AND NEW.state <> 'running'
 		  AND OLD.attempted_at >= pg_catalog.now() - interval '1 hour')
+	EXECUTE FUNCTION fencing.claim_guard('metadata->fencing_token');
+CREATE TRIGGER fencing_heartbeat BEFORE UPDATE OF attempted_at ON river_job FOR EACH ROW
+	WHEN (OLD.state = 'running' AND NEW.state = 'running')
 	EXECUTE FUNCTION fencing.claim_guard('metadata->fencing_token');
 CREATE TRIGGER fencing_guard BEFORE INSERT OR UPDATE OR DELETE ON river_job FOR EACH ROW
 	EXECUTE FUNCTION fencing.claim_guard('metadata->fencing_token', '', 'allow_unfenced');
