@@ -12,8 +12,10 @@
 # refused).  Five worker processes work 12 jobs; each delivery writes its
 # job's domain row twice and then completes.  Four workers are frozen with
 # SIGSTOP in the middle of a delivery (two after their first write, two
-# after their second, all four at once) until the queue has handed the
-# job to another worker and that one has written; then they are woken.
+# after their second, all four at once; never inside a transaction, which
+# would hold its job's row lock against the rescue) until the queue has
+# handed the job to another worker and that one has written; then they
+# are woken.
 # Every delivery is a long job that heartbeats: pg-boss re-dispatches a
 # job whose heartbeat is older than heartbeatSeconds (10 s, its minimum;
 # the worker refreshes every second, the supervisor runs every second);
@@ -214,9 +216,13 @@ sub try_freeze
 	return 1 unless $row =~ /^(\d+) (\S+) (\d+)$/ && $e->{ours}{$1};
 	my ($pid, $job, $token) = ($1, $2, $3);
 	kill 'STOP', $pid;
-	# what it had sent has landed by now
-	sleep 0.2;
-	if ($last_is_write->("AND h.job = '$job' AND h.token = $token") eq '')
+	# Once what it had sent has run, none of its connections may be left
+	# in a transaction: a frozen transaction would hold its job's row lock,
+	# and the rescue would wait for it for good.
+	my $idle = wait_for($db, qq{
+		SELECT count(*) = 0 FROM pg_stat_activity
+		 WHERE application_name = 'qtest-$pid' AND state <> 'idle'}, 2);
+	if (!$idle || $last_is_write->("AND h.job = '$job' AND h.token = $token") eq '')
 	{
 		kill 'CONT', $pid;
 		return 1;
@@ -224,6 +230,18 @@ sub try_freeze
 	push @$frozen, [ $pid, $job, $token, $step ];
 	$e->{is_frozen}{$pid} = 1;
 	return @$frozen < 4;
+}
+
+# Is a job left that no frozen delivery holds and no delivery completed?
+sub freezable_left
+{
+	my ($e) = @_;
+	my $frozen_tokens = join(',', -1, map { $_->[2] } @{ $e->{frozen} });
+	return $node->safe_psql($e->{db}, qq{
+		SELECT count(*) > 0 FROM qtest.domain AS d
+		 WHERE NOT EXISTS (SELECT 1 FROM qtest.history AS c WHERE c.job = d.job AND c.kind = 'complete')
+		   AND coalesce((SELECT max(h.token) FROM qtest.history AS h
+						  WHERE h.job = d.job AND h.kind = 'claim'), 0) NOT IN ($frozen_tokens)}) eq 't';
 }
 
 # graphile-worker's rescue of stale locks (resetLockedAt, as 0.18 sends
@@ -357,16 +375,15 @@ for my $queue ('pg-boss', 'graphile-worker')
 {
 	my @runs = (prepare($queue, 1), prepare($queue, 0));
 	start_workers($_) for @runs;
-	# freezes while jobs are left to freeze (a loaded machine is slower to
-	# get there, not less able)
+	# freezes while a job that no frozen delivery holds is left unfinished
+	# (a loaded machine is slower to get there, not less able)
 	my $deadline = time + 180;
 	while (time < $deadline)
 	{
 		my $more = 0;
 		for my $e (@runs)
 		{
-			$more = 1 if try_freeze($e)
-			  && $node->safe_psql($e->{db}, $done_sql{$queue}) ne 't';
+			$more = 1 if try_freeze($e) && freezable_left($e);
 		}
 		last unless $more;
 		sleep 0.05;

@@ -30,6 +30,9 @@ const conn = {
   user: process.env.PGUSER || process.env.USER,
   // a client-side deadline on every statement (docs/ha.md)
   query_timeout: 10000,
+  // names this process's connections (t/080 freezes a worker only when
+  // none of them is inside a transaction)
+  application_name: `qtest-${process.pid}`,
 };
 const HEARTBEAT_MS = Number(process.env.HEARTBEAT_MS || 500);
 const STEP_MS = Number(process.env.STEP_MS || 1000);

@@ -33,6 +33,9 @@ const conn = {
   // a client-side deadline on every statement (docs/ha.md): a frozen
   // server does not answer, and statement_timeout would not fire there
   query_timeout: 10000,
+  // names this process's connections (t/080 freezes a worker only when
+  // none of them is inside a transaction)
+  application_name: `qtest-${process.pid}`,
 };
 const log = (ev) => process.stdout.write(JSON.stringify({ pid: process.pid, ...ev }) + '\n');
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
