@@ -145,6 +145,7 @@ CREATE TRIGGER fencing_guard BEFORE INSERT OR UPDATE OR DELETE ON q_any FOR EACH
 INSERT INTO q_any (id, meta) VALUES (1, '{}'), (2, NULL), (3, '{"n": 3}');
 SELECT pg_temp.try($$INSERT INTO q_any (id, meta) VALUES (4, '[4]')$$) AS insert_array;
 SELECT pg_temp.try($$UPDATE q_any SET state = 'running', attempt = attempt + 1 WHERE id = 1 RETURNING meta->>'fencing_token'$$) AS claim_a;
+SELECT meta->>'fencing_token' AS a_token FROM q_any WHERE id = 1 \gset
 BEGIN;
 SET LOCAL fencing.token = '1';
 SELECT pg_temp.try($$UPDATE q_any SET state = 'running', attempt = attempt + 1 WHERE id = 1 RETURNING meta->>'fencing_token'$$) AS claim_b_token_declared;
@@ -154,11 +155,11 @@ SELECT pg_temp.try($$UPDATE q_any SET state = 'done', output = jsonb_build_objec
 -- a later write that does not write the output is not B's: its token is
 -- the declared one, and with none it passes
 SELECT pg_temp.try($$UPDATE q_any SET state = 'archived' WHERE id = 1$$) AS tokenless_after;
--- A (T10) brings its token after B's end, in the output or declared:
--- refused, as an UPDATE or a DELETE
-SELECT pg_temp.try(format($$UPDATE q_any SET output = '{"fencing_token": %s}' WHERE id = 1$$, (SELECT t0 + 10 FROM pg_temp.base))) AS a_output_after;
+-- A brings its token after B's end, in the output or declared: refused,
+-- as an UPDATE or a DELETE
+SELECT pg_temp.try(format($$UPDATE q_any SET output = '{"fencing_token": %s}' WHERE id = 1$$, :'a_token')) AS a_output_after;
 BEGIN;
-SELECT set_config('fencing.token', (SELECT t0 + 10 FROM pg_temp.base)::text, true) IS NOT NULL AS declared;
+SELECT set_config('fencing.token', :'a_token', true) IS NOT NULL AS declared;
 SELECT pg_temp.try($$UPDATE q_any SET state = 'done by A' WHERE id = 1$$) AS a_update_after;
 SELECT pg_temp.try($$DELETE FROM q_any WHERE id = 1$$) AS a_delete_after;
 -- a row never claimed: LF011
@@ -172,7 +173,7 @@ COMMIT;
 SELECT pg_temp.try($$UPDATE q_any SET meta = '{"note": 1}' WHERE id = 1 RETURNING meta::text$$) AS meta_replaced;
 SELECT pg_temp.try($$UPDATE q_any SET meta = meta - 'fencing_token' WHERE id = 1 RETURNING meta::text$$) AS key_removed;
 SELECT pg_temp.try($$UPDATE q_any SET meta = NULL WHERE id = 1 RETURNING meta::text$$) AS meta_null;
-SELECT pg_temp.try(format($$UPDATE q_any SET meta = '{"fencing_token": "%s"}' WHERE id = 1$$, (SELECT t0 + 10 FROM pg_temp.base))) AS stamp_rewound;
+SELECT pg_temp.try(format($$UPDATE q_any SET meta = '{"fencing_token": "%s"}' WHERE id = 1$$, :'a_token')) AS stamp_rewound;
 SELECT pg_temp.try($$UPDATE q_any SET meta = '{"fencing_token": "9000000000000000000"}' WHERE id = 3$$) AS stamp_forged;
 SELECT pg_temp.try($$UPDATE q_any SET meta = '[1]' WHERE id = 1$$) AS meta_array;
 SELECT pg_temp.try($$UPDATE q_any SET meta = '"s"' WHERE id = 3$$) AS unclaimed_meta_scalar;

@@ -368,6 +368,16 @@ fencing_claim_stamp(PG_FUNCTION_ARGS)
 				 errhint("Triggers of the same kind fire in name order: give the claim_stamp trigger a name that sorts before the names of the claim_guard triggers.")));
 
 	tuple = is_update ? trigdata->tg_newtuple : trigdata->tg_trigtuple;
+	/* refuse a place that cannot take a stamp before a token is spent */
+	if (place.key != NULL)
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tuple, place.attnum,
+									 RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+			check_stampable(rel, &place, DatumGetJsonbP(d));
+	}
 	token = fencing_issue_token();
 	tuple = write_place(rel, tuple, &place, token);
 	if (is_update)
