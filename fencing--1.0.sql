@@ -28,10 +28,15 @@ CREATE SEQUENCE fencing.token_witness AS bigint
 -- One row per lease, written only by the lease functions.  A lease is
 -- slot 0 of its name; a semaphore of N slots has rows for slots 0 to N-1
 -- (created as they are first taken).  Only the primary key is indexed and
--- fillfactor leaves room, so every lease call is a HOT update.
+-- fillfactor leaves room, so every lease call is a HOT update.  Every row
+-- of a name has the name's kind ('l' lease, 's' semaphore) and number of
+-- slots: an acquire of another kind or slot count is refused while any of
+-- them is held (src/lease_row.c, fencing_define_lease_name).
 CREATE TABLE fencing.leases (
 	name			text NOT NULL,
 	slot			integer NOT NULL DEFAULT 0 CHECK (slot >= 0),
+	kind			"char" NOT NULL DEFAULT 'l',
+	slots			integer NOT NULL DEFAULT 1,
 	holder			text NOT NULL,
 	holder_role		pg_catalog.regrole NOT NULL,
 	token			bigint NOT NULL,
@@ -282,6 +287,11 @@ COMMENT ON FUNCTION fencing.lease_purge(interval) IS
 CREATE VIEW fencing.lease_status AS
 SELECT l.name,
 	   l.slot,
+	   CASE
+		   WHEN l.kind OPERATOR(pg_catalog.=) 'l' THEN 'lease'
+		   WHEN l.kind OPERATOR(pg_catalog.=) 's' THEN 'semaphore'
+	   END AS kind,
+	   l.slots,
 	   l.holder,
 	   l.holder_role,
 	   l.token,

@@ -43,12 +43,14 @@
 
 /*
  * Advisory locks use 1 and 2 in field 4; 0x4645 ("FE": a lease's wake-up
- * registry), 0x4646 ("FF": its queue of waiters) and 0x4647 ("FG": a
- * holder's acquire of a semaphore) are ours alone.
+ * registry), 0x4646 ("FF": its queue of waiters), 0x4647 ("FG": a
+ * holder's acquire of a semaphore) and 0x4648 ("FH": creating a name's rows
+ * or changing its kind) are ours alone.
  */
 #define FENCING_LOCKTAG_FIELD4	0x4645
 #define FENCING_QUEUE_LOCKTAG_FIELD4	0x4646
 #define FENCING_HOLDER_LOCKTAG_FIELD4	0x4647
+#define FENCING_NAME_LOCKTAG_FIELD4	0x4648
 
 /* tags of leases released in the current transaction, to wake at commit */
 static List *wake_at_commit = NIL;
@@ -274,6 +276,42 @@ fencing_holder_lock(const char *name, int len, const char *holder, int hlen,
 	if (LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL)
 		return true;
 	return timeout_usecs > 0 && lock_within(&tag, timeout_usecs);
+}
+
+/* ---- defining a name ---- */
+
+/*
+ * Creating a row of a name, and changing the kind or slot count of its
+ * rows, look at all of the name's rows (committed or not) and then write:
+ * this lock, held for that look and write only, makes the two one step
+ * among those who define the name (lease_row.c, fencing_define_lease_name).
+ * Acquires of existing rows of the right kind never take it.
+ */
+static void
+name_locktag(LOCKTAG *tag, const char *name, int len)
+{
+	uint64		h = hash_bytes_extended((const unsigned char *) name, len, 0);
+
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
+						 FENCING_NAME_LOCKTAG_FIELD4);
+}
+
+void
+fencing_name_lock(const char *name, int len)
+{
+	LOCKTAG		tag;
+
+	name_locktag(&tag, name, len);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+void
+fencing_name_unlock(const char *name, int len)
+{
+	LOCKTAG		tag;
+
+	name_locktag(&tag, name, len);
+	(void) LockRelease(&tag, ExclusiveLock, false);
 }
 
 /* ---- waking ---- */

@@ -48,6 +48,7 @@
 #define ERRCODE_FENCING_STAMP_CHANGED		MAKE_SQLSTATE('L','F','0','1','2')
 /* lease layer */
 #define ERRCODE_FENCING_LEASES_UNSUPPORTED	MAKE_SQLSTATE('L','F','0','2','0')
+#define ERRCODE_FENCING_KIND_MISMATCH		MAKE_SQLSTATE('L','F','0','2','1')
 
 /* documented limit on lease names and holders */
 #define FENCING_MAX_NAME_BYTES	256

@@ -19,6 +19,7 @@
 #include "datatype/timestamp.h"
 #include "miscadmin.h"
 #include "portability/instr_time.h"
+#include "storage/lmgr.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -94,25 +95,86 @@ run_as_holder(LeaseStatement stmt, LeaseRequest *req, LeaseResult *result)
 /* ---- acquiring ---- */
 
 /*
+ * The name's rows are of another kind or slot count than the request's:
+ * make them the request's, which is refused (LF021) while one of them is
+ * held (lease_row.c).  "again" says the attempt already did so and still
+ * found another kind: under REPEATABLE READ and SERIALIZABLE that is the
+ * transaction's snapshot, which cannot see the change.
+ */
+static void
+define_name(LeaseRequest *req, bool again)
+{
+	const char *nm = VARDATA_ANY(req->name);
+	int			len = VARSIZE_ANY_EXHDR(req->name);
+
+	if (again && IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to concurrent update of lease \"%s\"",
+						text_to_cstring(req->name)),
+				 errhint("The transaction might succeed if retried.")));
+	fencing_name_lock(nm, len);
+	(void) fencing_define_lease_name(req);
+	fencing_name_unlock(nm, len);
+}
+
+/*
+ * Create the row of the request's slot, of the request's kind, under the
+ * name lock and after making the name's other rows that kind (LF021 if one
+ * of another kind is held).  False when the row exists.  When another
+ * transaction is inserting it, wait for that one to end outside the name
+ * lock, as the insert's ON CONFLICT would have, and look again.
+ */
+static bool
+create_row(LeaseRequest *req, LeaseResult *res)
+{
+	const char *nm = VARDATA_ANY(req->name);
+	int			len = VARSIZE_ANY_EXHDR(req->name);
+
+	for (;;)
+	{
+		TransactionId inserting;
+		bool		created;
+
+		fencing_name_lock(nm, len);
+		inserting = fencing_define_lease_name(req);
+		if (!TransactionIdIsValid(inserting))
+		{
+			created = fencing_run_lease_statement(LEASE_CREATE, req, res) == 1;
+			fencing_name_unlock(nm, len);
+			return created;
+		}
+		fencing_name_unlock(nm, len);
+		XactLockTableWait(inserting, NULL, NULL, XLTW_None);
+	}
+}
+
+/*
  * One attempt at a lease: take a free, expired or own row, else create
- * it.  A concurrent creator makes the insert do nothing: look once more,
+ * it.  A concurrent creator makes the creation do nothing: look once more,
  * since that creator may be the same holder in another session.  A row
- * seen and held by another needs neither.
+ * seen and held by another needs neither; a row of another kind is made
+ * ours if it is free, and refused if not.
  */
 static bool
 try_acquire_lease(LeaseRequest *req, LeaseResult *res)
 {
 	req->slot = 0;
-	if (fencing_run_lease_statement(LEASE_TAKE, req, res) == 0)
+	/* a few rounds: only kinds that keep changing under us need more */
+	for (int round = 0; round < 4; round++)
 	{
-		/* seen and held by another: no need to try creating it */
-		if (res->row_seen)
+		if (fencing_run_lease_statement(LEASE_TAKE, req, res) == 1)
+			return true;
+		if (!res->row_seen &&
+			(create_row(req, res) ||
+			 fencing_run_lease_statement(LEASE_TAKE, req, res) == 1))
+			return true;
+		/* seen and held by another */
+		if (!res->row_seen || !res->mismatch)
 			return false;
-		if (fencing_run_lease_statement(LEASE_CREATE, req, res) == 0 &&
-			fencing_run_lease_statement(LEASE_TAKE, req, res) == 0)
-			return false;
+		define_name(req, round > 0);
 	}
-	return true;
+	return false;
 }
 
 /*
@@ -150,6 +212,8 @@ static bool
 try_acquire_slot(LeaseRequest *req, int32 slots, LeaseResult *res,
 				 TimestampTz *chance)
 {
+	bool		defined = false;
+
 	/* lost every round: try again at once */
 	*chance = 0;
 	for (int round = 0; round < slots + 2; round++)
@@ -158,6 +222,13 @@ try_acquire_slot(LeaseRequest *req, int32 slots, LeaseResult *res,
 		bool		taken;
 
 		fencing_survey_lease_slots(req, slots, &survey);
+		if (survey.mismatch)
+		{
+			/* rows of another kind or slot count: ours if all free */
+			define_name(req, defined);
+			defined = true;
+			continue;
+		}
 		if (survey.own_slot >= 0)
 		{
 			req->slot = survey.own_slot;
@@ -168,7 +239,7 @@ try_acquire_slot(LeaseRequest *req, int32 slots, LeaseResult *res,
 		else if (survey.missing_slot >= 0)
 		{
 			req->slot = survey.missing_slot;
-			taken = fencing_run_lease_statement(LEASE_CREATE, req, res) == 1;
+			taken = create_row(req, res);
 		}
 		else
 		{
@@ -227,11 +298,18 @@ take_own(LeaseRequest *req, int32 slots, LeaseResult *res)
 	else
 	{
 		fencing_survey_lease_slots(req, slots, &survey);
+		/* held as another kind or slot count: refused, not queued */
+		if (survey.mismatch)
+			define_name(req, false);
 		if (survey.own_slot < 0)
 			return false;
 		req->slot = survey.own_slot;
 	}
-	return fencing_run_lease_statement(LEASE_TAKE_OWN, req, res) == 1;
+	if (fencing_run_lease_statement(LEASE_TAKE_OWN, req, res) == 1)
+		return true;
+	if (res->row_seen && res->mismatch)
+		define_name(req, false);
+	return false;
 }
 
 /*
@@ -423,6 +501,8 @@ fencing_lease_acquire(PG_FUNCTION_ARGS)
 	req.name = fencing_name_arg(fcinfo, 0, "lease name");
 	req.holder = fencing_name_arg(fcinfo, 1, "lease holder");
 	req.role = GetUserId();
+	req.kind = LEASE_KIND_LEASE;
+	req.slots = 1;
 	wait_usecs = acquire_times_arg(fcinfo, 2, &req);
 	PreventCommandIfReadOnly("fencing.lease_acquire()");
 
@@ -455,6 +535,8 @@ fencing_semaphore_acquire(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("number of slots must be between 1 and %d", SEMAPHORE_MAX_SLOTS),
 				 errdetail("It is %d.", slots)));
+	req.kind = LEASE_KIND_SEMAPHORE;
+	req.slots = slots;
 	wait_usecs = acquire_times_arg(fcinfo, 3, &req);
 	PreventCommandIfReadOnly("fencing.semaphore_acquire()");
 

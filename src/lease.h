@@ -13,6 +13,13 @@
 
 #include "datatype/timestamp.h"
 
+/*
+ * What a name is, stored in each of its rows (column "kind"): a name has
+ * one kind and one number of slots while any of its slots is held.
+ */
+#define LEASE_KIND_LEASE		'l'
+#define LEASE_KIND_SEMAPHORE	's'
+
 /* lease_store.c and lease_row.c: the statements on fencing.leases */
 typedef enum LeaseStatement
 {
@@ -40,6 +47,8 @@ typedef struct LeaseRequest
 	int32		slot;			/* TAKE, TAKE_OWN, CREATE, AVAILABLE_AT,
 								 * TAKEABLE: 0 for a lease, or a semaphore's */
 	text	   *holder;			/* TAKE, TAKE_OWN, CREATE, TAKEABLE */
+	char		kind;			/* TAKE, TAKE_OWN, CREATE, TAKEABLE: */
+	int32		slots;			/* what the acquire takes the name as */
 	Oid			role;			/* the holder's role */
 	int64		token;			/* RENEW, RELEASE, CHECK, HOLDER_ROLE */
 	Datum		ttl;			/* interval: TAKE, TAKE_OWN, CREATE, RENEW */
@@ -59,6 +68,8 @@ typedef struct LeaseResult
 	bool		available_now;	/* AVAILABLE_AT: free now */
 	TimestampTz available_at;	/* AVAILABLE_AT: else from then on */
 	bool		row_seen;		/* saw the row, which did not qualify */
+	bool		mismatch;		/* TAKE, TAKE_OWN, with row_seen: the row is
+								 * of another kind or slot count */
 	bool		locked;			/* skip_locked: the row was locked */
 	bool		shortened;		/* RENEW: the lease now expires sooner */
 } LeaseResult;
@@ -77,6 +88,7 @@ typedef struct LeaseSurvey
 													 * expiry and lock delay) */
 	int32		missing_slot;	/* below "slots": no row yet */
 	TimestampTz free_at;		/* else: the earliest a slot comes free */
+	bool		mismatch;		/* a row is of another kind or slot count */
 } LeaseSurvey;
 
 /* lease_store.c: runs any statement, the SQL ones itself */
@@ -94,6 +106,7 @@ extern void fencing_check_lease_snapshot(LeaseStatement probe,
 										 const LeaseRequest *req);
 extern void fencing_survey_lease_slots(const LeaseRequest *req, int32 slots,
 									   LeaseSurvey *survey);
+extern TransactionId fencing_define_lease_name(const LeaseRequest *req);
 
 /* lease.c */
 extern void fencing_lease_init(void);
@@ -110,6 +123,8 @@ extern bool fencing_queue_enter(const char *name, int len, int64 timeout_usecs);
 extern void fencing_queue_leave(const char *name, int len);
 extern bool fencing_holder_lock(const char *name, int len, const char *holder,
 								int hlen, Oid role, int64 timeout_usecs);
+extern void fencing_name_lock(const char *name, int len);
+extern void fencing_name_unlock(const char *name, int len);
 extern void fencing_wake_waiters_at_commit(const char *name, int len);
 extern void fencing_notify(const char *event, const char *name, int len,
 						   int64 token, const char *holder);

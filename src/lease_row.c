@@ -63,6 +63,8 @@ typedef enum LeaseColumn
 {
 	COL_NAME,
 	COL_SLOT,
+	COL_KIND,
+	COL_SLOTS,
 	COL_HOLDER,
 	COL_HOLDER_ROLE,
 	COL_TOKEN,
@@ -86,6 +88,8 @@ static const struct
 }			lease_columns[NUM_LEASE_COLUMNS] = {
 	[COL_NAME] = {"name", TEXTOID},
 	[COL_SLOT] = {"slot", INT4OID},
+	[COL_KIND] = {"kind", CHAROID},
+	[COL_SLOTS] = {"slots", INT4OID},
 	[COL_HOLDER] = {"holder", TEXTOID},
 	[COL_HOLDER_ROLE] = {"holder_role", REGROLEOID},
 	[COL_TOKEN] = {"token", INT8OID},
@@ -388,6 +392,14 @@ live(TupleTableSlot *row, TimestampTz now)
 		DatumGetTimestampTz(COL(row, COL_EXPIRES_AT)) > now;
 }
 
+/* Of the kind and slot count the acquire takes the name as. */
+static bool
+same_kind(TupleTableSlot *row, const LeaseRequest *req)
+{
+	return DatumGetChar(COL(row, COL_KIND)) == req->kind &&
+		DatumGetInt32(COL(row, COL_SLOTS)) == req->slots;
+}
+
 static bool
 current_token(TupleTableSlot *row, const LeaseRequest *req)
 {
@@ -404,11 +416,13 @@ qualifies(LeaseStatement stmt, TupleTableSlot *row, const LeaseRequest *req,
 		case LEASE_TAKE:
 		case LEASE_TAKEABLE:
 			/* released, free after expiry and lock delay, or our own */
-			return !COL_ISNULL(row, COL_RELEASED_AT) ||
-				free_at(row) <= now || same_holder(row, req);
+			return same_kind(row, req) &&
+				(!COL_ISNULL(row, COL_RELEASED_AT) ||
+				 free_at(row) <= now || same_holder(row, req));
 		case LEASE_TAKE_OWN:
 			/* not released and our own: others' queue does not stop us */
-			return COL_ISNULL(row, COL_RELEASED_AT) && same_holder(row, req);
+			return same_kind(row, req) &&
+				COL_ISNULL(row, COL_RELEASED_AT) && same_holder(row, req);
 		case LEASE_RENEW:
 		case LEASE_RELEASE:
 		case LEASE_CHECK:
@@ -609,6 +623,18 @@ update_row(Relation rel, Snapshot snapshot, TupleTableSlot *old,
 
 /* ---- statements ---- */
 
+/* The row was there but did not qualify: is it of another kind? */
+static void
+saw_row(LeaseStatement stmt, TupleTableSlot *row, const LeaseRequest *req,
+		LeaseResult *result)
+{
+	if (result == NULL)
+		return;
+	result->row_seen = true;
+	result->mismatch = (stmt == LEASE_TAKE || stmt == LEASE_TAKE_OWN) &&
+		!same_kind(row, req);
+}
+
 static void
 store_result(LeaseStatement stmt, TupleTableSlot *row, LeaseResult *result)
 {
@@ -690,8 +716,7 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 		}
 		else if (!qualifies(stmt, old, req, now))
 		{
-			if (result != NULL)
-				result->row_seen = true;
+			saw_row(stmt, old, req, result);
 		}
 		else if (!writes && stmt != LEASE_CHECK)
 		{
@@ -776,6 +801,182 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 	return processed;
 }
 
+/* ---- the kind of a name ---- */
+
+/* "a lease", "a semaphore of 3 slots": what a name is, for messages */
+static char *
+describe_kind(char kind, int32 slots)
+{
+	switch (kind)
+	{
+		case LEASE_KIND_LEASE:
+			return pstrdup("a lease");
+		case LEASE_KIND_SEMAPHORE:
+			return psprintf(slots == 1 ? "a semaphore of %d slot" :
+							"a semaphore of %d slots", slots);
+		default:
+			return psprintf("a name of unknown kind \"%c\"", kind);
+	}
+}
+
+/*
+ * Refuse a request for a name that is something else: held (or in its
+ * lock delay) as another kind or slot count, or being written or locked
+ * right now by another transaction ("busy").
+ */
+static void
+refuse_kind(const LeaseRequest *req, char kind, int32 slots, bool busy)
+{
+	char	   *name = text_to_cstring(req->name);
+
+	if (busy)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_KIND_MISMATCH),
+				 errmsg("lease name \"%s\" is being acquired as %s",
+						name, describe_kind(kind, slots)),
+				 errdetail("This call asks for %s; another transaction is acquiring or changing the name right now.",
+						   describe_kind(req->kind, req->slots)),
+				 errhint("Try again, or use another name.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_KIND_MISMATCH),
+			 errmsg("lease name \"%s\" is in use as %s",
+					name, describe_kind(kind, slots)),
+			 errdetail("This call asks for %s. A name keeps its kind and number of slots while any of its slots is held or in its lock delay.",
+					   describe_kind(req->kind, req->slots)),
+			 errhint("Acquire \"%s\" as %s, or use another name.",
+					 name, describe_kind(kind, slots))));
+}
+
+/* Released, or expired past its lock delay: nobody holds it. */
+static bool
+free_now(TupleTableSlot *row, TimestampTz now)
+{
+	return !COL_ISNULL(row, COL_RELEASED_AT) || free_at(row) <= now;
+}
+
+/*
+ * Make every row of the request's name of the kind and slot count the
+ * request takes it as, before an acquire creates a row of the name, and
+ * when it found a row of another kind.  The caller holds the name lock
+ * (fencing_name_lock), so no other call of this runs for the name, and
+ * rows of a name are created only under it; an acquire of an existing row
+ * takes no name lock, but judges the row's kind and locks the row.
+ *
+ * Every row of the name is looked at as a dirty snapshot sees it, that is
+ * with what other transactions are writing right now.  A row of another
+ * kind refuses the request (LF021) when it is held or in its lock delay,
+ * or when another transaction is writing or locking it.  Otherwise every
+ * such row is free: each is locked, without waiting, and rewritten.  A
+ * concurrent acquire of one of them either locked it first (then we
+ * refuse) or waits for our lock and judges the rewritten row.  So the rows
+ * of a name never have two kinds once committed, and no held slot
+ * coexists with a row of another kind.
+ *
+ * Returns the transaction that is inserting the request's slot right now,
+ * if another one is, for the caller to wait for; else InvalidTransactionId.
+ */
+TransactionId
+fencing_define_lease_name(const LeaseRequest *req)
+{
+	FencingOwnerScope scope;
+	Relation	rel;
+	Relation	key;
+	TupleTableSlot *row;
+	SnapshotData dirty;
+	Snapshot	snapshot;
+	IndexScanDesc scan;
+	TimestampTz now;
+	List	   *rewrite = NIL;
+	char		other_kind = 0;
+	int32		other_slots = 0;
+	TransactionId inserting = InvalidTransactionId;
+	ListCell   *lc;
+
+	fencing_become_owner(&scope);
+	rel = open_leases(RowExclusiveLock);
+	refuse_unsupported(rel, true);
+	key = index_open(layout.key_oid, RowExclusiveLock);
+	row = table_slot_create(rel, NULL);
+
+	CommandCounterIncrement();
+	InitDirtySnapshot(dirty);
+	now = GetCurrentTimestamp();
+	scan = begin_name_scan(rel, key, &dirty, req->name, -1);
+	while (index_getnext_slot(scan, ForwardScanDirection, row))
+	{
+		bool		busy = TransactionIdIsValid(dirty.xmin) ||
+			TransactionIdIsValid(dirty.xmax);
+
+		slot_getallattrs(row);
+		if (same_kind(row, req))
+		{
+			if (TransactionIdIsValid(dirty.xmin) &&
+				DatumGetInt32(COL(row, COL_SLOT)) == req->slot)
+				inserting = dirty.xmin;
+			continue;
+		}
+		other_kind = DatumGetChar(COL(row, COL_KIND));
+		other_slots = DatumGetInt32(COL(row, COL_SLOTS));
+		if (busy || !free_now(row, now))
+			refuse_kind(req, other_kind, other_slots, busy);
+		/* a snapshot that cannot see the row cannot judge it */
+		if (IsolationUsesXactSnapshot() &&
+			!table_tuple_satisfies_snapshot(rel, row, GetTransactionSnapshot()))
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not serialize access due to concurrent update of lease \"%s\"",
+							text_to_cstring(req->name)),
+					 errhint("The transaction might succeed if retried.")));
+		rewrite = lappend(rewrite, palloc(sizeof(ItemPointerData)));
+		ItemPointerCopy(&row->tts_tid, (ItemPointer) llast(rewrite));
+	}
+	index_endscan(scan);
+
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	foreach(lc, rewrite)
+	{
+		RowChange	ch = {0};
+		TM_FailureData tmfd;
+		TM_Result	tm;
+
+		tm = table_tuple_lock(rel, (ItemPointer) lfirst(lc), snapshot, row,
+							  GetCurrentCommandId(true),
+							  LockTupleNoKeyExclusive, LockWaitSkip, 0, &tmfd);
+		if (tm == TM_Deleted)
+			continue;			/* purged meanwhile: nothing to change */
+		if (tm != TM_Ok)
+			refuse_kind(req, other_kind, other_slots, true);
+		slot_getallattrs(row);
+		if (!free_now(row, now))
+			refuse_kind(req, other_kind, other_slots, false);
+
+		ch.slot = MakeSingleTupleTableSlot(RelationGetDescr(rel),
+										   &TTSOpsVirtual);
+		ExecClearTuple(ch.slot);
+		memcpy(ch.slot->tts_values, row->tts_values,
+			   ch.slot->tts_tupleDescriptor->natts * sizeof(Datum));
+		memcpy(ch.slot->tts_isnull, row->tts_isnull,
+			   ch.slot->tts_tupleDescriptor->natts * sizeof(bool));
+		set_col(&ch, COL_KIND, CharGetDatum(req->kind), false);
+		set_col(&ch, COL_SLOTS, Int32GetDatum(req->slots), false);
+		ExecStoreVirtualTuple(ch.slot);
+		ExecMaterializeSlot(ch.slot);
+		/* a BEFORE trigger that skips it leaves the name as it was */
+		if (!update_row(rel, snapshot, row, &ch))
+			refuse_kind(req, other_kind, other_slots, true);
+		ExecDropSingleTupleTableSlot(ch.slot);
+	}
+	UnregisterSnapshot(snapshot);
+	if (rewrite != NIL)
+		CommandCounterIncrement();
+
+	ExecDropSingleTupleTableSlot(row);
+	index_close(key, NoLock);
+	table_close(rel, NoLock);
+	fencing_restore_user(&scope);
+	return inserting;
+}
+
 /* Is the statement one of ours?  The others are SQL (lease_store.c). */
 bool
 fencing_lease_row_statement(LeaseStatement stmt)
@@ -849,6 +1050,7 @@ fencing_survey_lease_slots(const LeaseRequest *req, int32 slots,
 
 	survey->own_slot = survey->missing_slot = -1;
 	survey->ntakeable = 0;
+	survey->mismatch = false;
 	TIMESTAMP_NOEND(survey->free_at);
 
 	fencing_become_owner(&scope);
@@ -867,6 +1069,8 @@ fencing_survey_lease_slots(const LeaseRequest *req, int32 slots,
 
 		slot_getallattrs(row);
 		s = DatumGetInt32(COL(row, COL_SLOT));
+		if (!same_kind(row, req))
+			survey->mismatch = true;
 		if (survey->own_slot < 0 && qualifies(LEASE_TAKE_OWN, row, req, now))
 			survey->own_slot = s;
 		if (s >= slots)

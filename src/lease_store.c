@@ -31,7 +31,9 @@ typedef enum LeaseField
 	F_LOCK_DELAY,
 	F_CUTOFF,
 	F_TOKEN,
-	F_TAKEOVER
+	F_TAKEOVER,
+	F_KIND,
+	F_SLOTS
 } LeaseField;
 
 static const Oid field_types[] = {
@@ -45,9 +47,11 @@ static const Oid field_types[] = {
 	[F_CUTOFF] = TIMESTAMPTZOID,
 	[F_TOKEN] = INT8OID,
 	[F_TAKEOVER] = BOOLOID,
+	[F_KIND] = CHAROID,
+	[F_SLOTS] = INT4OID,
 };
 
-#define MAX_LEASE_PARAMS	6
+#define MAX_LEASE_PARAMS	8
 #define MAX_LEASE_RESULTS	2
 
 typedef struct LeaseStatementDef
@@ -71,15 +75,16 @@ static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
 	 */
 	[LEASE_CREATE] = {
 		"INSERT INTO fencing.leases AS l"
-		"       (name, slot, holder, holder_role, token, acquired_at,"
-		"        expires_at, lock_delay, acquires)"
-		" SELECT $1, $6, $2, $3, fencing.next_token(), " NOW ","
+		"       (name, slot, kind, slots, holder, holder_role, token,"
+		"        acquired_at, expires_at, lock_delay, acquires)"
+		" SELECT $1, $6, $7, $8, $2, $3, fencing.next_token(), " NOW ","
 		"        (" NOW PLUS "$4), $5, 1"
 		"  WHERE NOT EXISTS (SELECT FROM fencing.leases AS o"
 		"                     WHERE o.name" EQ "$1 AND o.slot" EQ "$6)"
 		" ON CONFLICT (name, slot) DO NOTHING"
 		" RETURNING l.token, l.takeover",
-		{F_NAME, F_HOLDER, F_ROLE, F_TTL, F_LOCK_DELAY, F_SLOT},
+		{F_NAME, F_HOLDER, F_ROLE, F_TTL, F_LOCK_DELAY, F_SLOT, F_KIND,
+		F_SLOTS},
 		{F_TOKEN, F_TAKEOVER}
 	},
 	/*
@@ -167,6 +172,12 @@ request_params(LeaseStatement stmt, const LeaseRequest *req, Datum *values)
 				break;
 			case F_CUTOFF:
 				values[i] = TimestampTzGetDatum(req->cutoff);
+				break;
+			case F_KIND:
+				values[i] = CharGetDatum(req->kind);
+				break;
+			case F_SLOTS:
+				values[i] = Int32GetDatum(req->slots);
 				break;
 			default:
 				elog(ERROR, "fencing statement %d has a bad parameter %d",
