@@ -29,9 +29,13 @@ CREATE SEQUENCE fencing.token_witness AS bigint
 -- slot 0 of its name; a semaphore of N slots has rows for slots 0 to N-1
 -- (created as they are first taken).  Only the primary key is indexed and
 -- fillfactor leaves room, so every lease call is a HOT update.  Every row
--- of a name has the name's kind ('l' lease, 's' semaphore) and number of
--- slots: an acquire of another kind or slot count is refused while any of
--- them is held (src/lease_row.c, fencing_define_lease_name).
+-- of a name has the name's kind ('l' lease, 's' semaphore, 'e' election)
+-- and number of slots: an acquire of another kind or slot count is refused
+-- while any of them is held (src/lease_row.c, fencing_define_lease_name).
+-- An election's leader publishes "value".  How the current token's tenure
+-- ended ("end_reason": 'r' released, 'f' force-released, NULL not), and
+-- the token before it and how that one ended ('t': taken over, expired or
+-- not), are what lease_watch() tells a holder that lost its lease.
 CREATE TABLE fencing.leases (
 	name			text NOT NULL,
 	slot			integer NOT NULL DEFAULT 0 CHECK (slot >= 0),
@@ -45,6 +49,10 @@ CREATE TABLE fencing.leases (
 	released_at		timestamptz,
 	lock_delay		interval NOT NULL DEFAULT '0',
 	takeover		boolean NOT NULL DEFAULT false,
+	value			text,
+	end_reason		"char",
+	prev_token		bigint,
+	prev_end		"char",
 	holder_changes	bigint NOT NULL DEFAULT 0,
 	acquires		bigint NOT NULL DEFAULT 0,
 	renewals		bigint NOT NULL DEFAULT 0,
@@ -290,6 +298,7 @@ SELECT l.name,
 	   CASE
 		   WHEN l.kind OPERATOR(pg_catalog.=) 'l' THEN 'lease'
 		   WHEN l.kind OPERATOR(pg_catalog.=) 's' THEN 'semaphore'
+		   WHEN l.kind OPERATOR(pg_catalog.=) 'e' THEN 'election'
 	   END AS kind,
 	   l.slots,
 	   l.holder,
@@ -315,6 +324,7 @@ SELECT l.name,
 		   ELSE l.expires_at OPERATOR(pg_catalog.+) l.lock_delay
 	   END AS available_at,
 	   l.takeover,
+	   l.value,
 	   l.acquires,
 	   l.renewals,
 	   l.releases,

@@ -6,14 +6,16 @@
  * Waiters of a lease queue for it in the lock manager (see "the queue of
  * waiters" below); the head of the queue, and only it, waits for the
  * lease itself: it takes a share lock on an advisory lock tag derived from
- * the lease name and sleeps on its latch.  Share locks
- * never conflict with each other and nobody asks for a stronger one, so
- * waiters never block anyone; the lock manager only serves as a registry
- * of who waits for what.  When a transaction that released a lease
- * commits, it asks the lock manager which backends hold that tag
- * (GetLockConflicts, which never waits) and sets their latches.  No
- * shared_preload_libraries, no polling: an idle waiter sleeps until it is
- * woken or until the lease's expiry, whichever comes first.
+ * the lease name and sleeps on its latch.  Observers of an election and
+ * watchers of a token (the holder-side layer) register on the same tag.
+ * Share locks never conflict with each other and nobody asks for a
+ * stronger one, so waiters never block anyone; the lock manager only
+ * serves as a registry of who waits for what.  When a transaction that
+ * released a lease (or took one over, or changed an election) commits, it
+ * asks the lock manager which backends hold that tag (GetLockConflicts,
+ * which never waits) and sets their latches.  No shared_preload_libraries,
+ * no polling: an idle waiter sleeps until it is woken or until the lease's
+ * expiry, whichever comes first.
  *
  *-------------------------------------------------------------------------
  */

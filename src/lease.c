@@ -461,6 +461,14 @@ acquire(LeaseRequest *req, int32 slots, int64 wait_usecs)
 	else if (!acquire_waiting(req, slots, wait_usecs, &res))
 		return 0;
 
+	/*
+	 * Wake at commit who watches the token this one replaced, and an
+	 * election's observers; a lease taken after a release wakes nobody
+	 * (the release did), so the lease cycle pays nothing for watchers.
+	 */
+	if (res.replaced || req->kind == LEASE_KIND_ELECTION)
+		fencing_wake_waiters_at_commit(VARDATA_ANY(req->name),
+									   VARSIZE_ANY_EXHDR(req->name));
 	fencing_notify(res.takeover ? "takeover" : "acquire",
 				   VARDATA_ANY(req->name), VARSIZE_ANY_EXHDR(req->name),
 				   res.token, text_to_cstring(req->holder));
@@ -618,4 +626,34 @@ fencing_lease_check(PG_FUNCTION_ARGS)
 	/* the lease is current here, but what it fenced may be lost */
 	fencing_check_token_band(req.token);
 	PG_RETURN_BOOL(true);
+}
+
+/* ---- for the holder-side layer (election.c, watch.c) ---- */
+
+int64
+fencing_acquire_times_arg(FunctionCallInfo fcinfo, int ttl_argno,
+						  LeaseRequest *req)
+{
+	return acquire_times_arg(fcinfo, ttl_argno, req);
+}
+
+/* An acquire of a lease or an election (slot 0), once arguments are checked. */
+int64
+fencing_acquire(LeaseRequest *req, int64 wait_usecs)
+{
+	Assert(req->kind != LEASE_KIND_SEMAPHORE);
+	return acquire(req, LEASE_ONLY, wait_usecs);
+}
+
+uint64
+fencing_run_as_holder(LeaseStatement stmt, LeaseRequest *req,
+					  LeaseResult *result)
+{
+	return run_as_holder(stmt, req, result);
+}
+
+int64
+fencing_monotonic_usecs(void)
+{
+	return monotonic_usecs();
 }

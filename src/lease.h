@@ -19,6 +19,12 @@
  */
 #define LEASE_KIND_LEASE		'l'
 #define LEASE_KIND_SEMAPHORE	's'
+#define LEASE_KIND_ELECTION		'e'
+
+/* how a token's tenure ended (columns end_reason and prev_end) */
+#define LEASE_END_RELEASED		'r'
+#define LEASE_END_FORCE_RELEASED	'f'
+#define LEASE_END_TAKEN_OVER	't'
 
 /* lease_store.c and lease_row.c: the statements on fencing.leases */
 typedef enum LeaseStatement
@@ -33,6 +39,7 @@ typedef enum LeaseStatement
 	LEASE_HOLDER_ROLE,
 	LEASE_TAKEABLE,
 	LEASE_FORCE_RELEASE,
+	LEASE_PROCLAIM,
 	LEASE_PURGE,
 	NUM_LEASE_STATEMENTS
 } LeaseStatement;
@@ -50,7 +57,10 @@ typedef struct LeaseRequest
 	char		kind;			/* TAKE, TAKE_OWN, CREATE, TAKEABLE: */
 	int32		slots;			/* what the acquire takes the name as */
 	Oid			role;			/* the holder's role */
-	int64		token;			/* RENEW, RELEASE, CHECK, HOLDER_ROLE */
+	int64		token;			/* RENEW, RELEASE, CHECK, HOLDER_ROLE,
+								 * PROCLAIM */
+	text	   *value;			/* an election's: TAKE, TAKE_OWN, CREATE,
+								 * PROCLAIM (NULL for other kinds) */
 	Datum		ttl;			/* interval: TAKE, TAKE_OWN, CREATE, RENEW */
 	Datum		lock_delay;		/* interval: TAKE, TAKE_OWN, CREATE */
 	TimestampTz cutoff;			/* PURGE */
@@ -72,7 +82,31 @@ typedef struct LeaseResult
 								 * of another kind or slot count */
 	bool		locked;			/* skip_locked: the row was locked */
 	bool		shortened;		/* RENEW: the lease now expires sooner */
+	bool		replaced;		/* TAKE, TAKE_OWN: the previous token was
+								 * not released (its holder may watch it) */
 } LeaseResult;
+
+/*
+ * One lease row as read, without a lock, by the holder-side calls
+ * (election_leader, election_observe, lease_watch): fencing_read_lease_row.
+ */
+typedef struct LeaseRowState
+{
+	bool		found;
+	TimestampTz now;			/* the clock reading it was judged by */
+	char		kind;
+	int32		slot;
+	char	   *holder;
+	int64		token;
+	char	   *value;			/* NULL if none */
+	TimestampTz acquired_at;
+	TimestampTz expires_at;
+	bool		released;
+	bool		live;			/* not released and not expired */
+	char		end_reason;		/* when released: LEASE_END_*, else 0 */
+	int64		prev_token;		/* 0 if none */
+	char		prev_end;		/* LEASE_END_*, 0 if none */
+} LeaseRowState;
 
 /*
  * What one look at a semaphore's rows found (lease_row.c): the slot to try
@@ -107,9 +141,19 @@ extern void fencing_check_lease_snapshot(LeaseStatement probe,
 extern void fencing_survey_lease_slots(const LeaseRequest *req, int32 slots,
 									   LeaseSurvey *survey);
 extern TransactionId fencing_define_lease_name(const LeaseRequest *req);
+extern void fencing_refuse_held_kind(const LeaseRequest *req);
+extern bool fencing_read_lease_row(text *name, int32 slot, int64 token,
+								   bool latest, TimestampTz now,
+								   LeaseRowState *state);
 
 /* lease.c */
 extern void fencing_lease_init(void);
+extern int64 fencing_acquire_times_arg(FunctionCallInfo fcinfo, int ttl_argno,
+									   LeaseRequest *req);
+extern int64 fencing_acquire(LeaseRequest *req, int64 wait_usecs);
+extern uint64 fencing_run_as_holder(LeaseStatement stmt, LeaseRequest *req,
+									LeaseResult *result);
+extern int64 fencing_monotonic_usecs(void);
 extern void fencing_lease_freed(text *name, int64 token, const char *event,
 								const char *holder);
 

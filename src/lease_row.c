@@ -73,6 +73,10 @@ typedef enum LeaseColumn
 	COL_RELEASED_AT,
 	COL_LOCK_DELAY,
 	COL_TAKEOVER,
+	COL_VALUE,
+	COL_END_REASON,
+	COL_PREV_TOKEN,
+	COL_PREV_END,
 	COL_HOLDER_CHANGES,
 	COL_ACQUIRES,
 	COL_RENEWALS,
@@ -98,6 +102,10 @@ static const struct
 	[COL_RELEASED_AT] = {"released_at", TIMESTAMPTZOID},
 	[COL_LOCK_DELAY] = {"lock_delay", INTERVALOID},
 	[COL_TAKEOVER] = {"takeover", BOOLOID},
+	[COL_VALUE] = {"value", TEXTOID},
+	[COL_END_REASON] = {"end_reason", CHAROID},
+	[COL_PREV_TOKEN] = {"prev_token", INT8OID},
+	[COL_PREV_END] = {"prev_end", CHAROID},
 	[COL_HOLDER_CHANGES] = {"holder_changes", INT8OID},
 	[COL_ACQUIRES] = {"acquires", INT8OID},
 	[COL_RENEWALS] = {"renewals", INT8OID},
@@ -311,7 +319,8 @@ static bool
 finds_by_token(LeaseStatement stmt)
 {
 	return stmt == LEASE_RENEW || stmt == LEASE_RELEASE ||
-		stmt == LEASE_CHECK || stmt == LEASE_HOLDER_ROLE;
+		stmt == LEASE_CHECK || stmt == LEASE_HOLDER_ROLE ||
+		stmt == LEASE_PROCLAIM;
 }
 
 /*
@@ -431,6 +440,11 @@ qualifies(LeaseStatement stmt, TupleTableSlot *row, const LeaseRequest *req,
 				live(row, now);
 		case LEASE_HOLDER_ROLE:
 			return current_token(row, req) && live(row, now);
+		case LEASE_PROCLAIM:
+			return current_token(row, req) &&
+				DatumGetObjectId(COL(row, COL_HOLDER_ROLE)) == req->role &&
+				live(row, now) &&
+				DatumGetChar(COL(row, COL_KIND)) == LEASE_KIND_ELECTION;
 		case LEASE_FORCE_RELEASE:
 			/* a live lease, or an expired one's pending lock delay */
 			return COL_ISNULL(row, COL_RELEASED_AT) && free_at(row) > now;
@@ -446,7 +460,8 @@ static bool
 writes_row(LeaseStatement stmt)
 {
 	return stmt == LEASE_TAKE || stmt == LEASE_TAKE_OWN || stmt == LEASE_RENEW ||
-		stmt == LEASE_RELEASE || stmt == LEASE_FORCE_RELEASE;
+		stmt == LEASE_RELEASE || stmt == LEASE_FORCE_RELEASE ||
+		stmt == LEASE_PROCLAIM;
 }
 
 /* ---- writing the row ---- */
@@ -504,7 +519,22 @@ change_row(LeaseStatement stmt, TupleTableSlot *old, const LeaseRequest *req,
 		case LEASE_TAKE_OWN:
 			{
 				bool		own = same_holder(old, req);
-				bool		takeover = COL_ISNULL(old, COL_RELEASED_AT) && !own;
+				bool		released = !COL_ISNULL(old, COL_RELEASED_AT);
+				bool		takeover = !released && !own;
+				char		prev_end = LEASE_END_TAKEN_OVER;
+
+				/* how the token we replace ended, for lease_watch */
+				if (released && !COL_ISNULL(old, COL_END_REASON))
+					prev_end = DatumGetChar(COL(old, COL_END_REASON));
+				else if (released)
+					prev_end = LEASE_END_RELEASED;
+				set_col(ch, COL_PREV_TOKEN, COL(old, COL_TOKEN), false);
+				set_col(ch, COL_PREV_END, CharGetDatum(prev_end), false);
+				if (!COL_ISNULL(old, COL_END_REASON))
+					set_col(ch, COL_END_REASON, (Datum) 0, true);
+				if (req->value != NULL || !COL_ISNULL(old, COL_VALUE))
+					set_col(ch, COL_VALUE, PointerGetDatum(req->value),
+							req->value == NULL);
 
 				set_col(ch, COL_HOLDER, PointerGetDatum(req->holder), false);
 				set_col(ch, COL_HOLDER_ROLE, ObjectIdGetDatum(req->role), false);
@@ -529,7 +559,13 @@ change_row(LeaseStatement stmt, TupleTableSlot *old, const LeaseRequest *req,
 		case LEASE_RELEASE:
 		case LEASE_FORCE_RELEASE:
 			set_col(ch, COL_RELEASED_AT, TimestampTzGetDatum(now), false);
+			set_col(ch, COL_END_REASON,
+					CharGetDatum(stmt == LEASE_RELEASE ? LEASE_END_RELEASED :
+								 LEASE_END_FORCE_RELEASED), false);
 			add_to_counter(ch, old, COL_RELEASES, 1);
+			break;
+		case LEASE_PROCLAIM:
+			set_col(ch, COL_VALUE, PointerGetDatum(req->value), false);
 			break;
 		default:
 			elog(ERROR, "lease statement %d does not write", (int) stmt);
@@ -648,6 +684,8 @@ store_result(LeaseStatement stmt, TupleTableSlot *row, LeaseResult *result)
 			slot_getallattrs(row);
 			result->token = DatumGetInt64(COL(row, COL_TOKEN));
 			result->takeover = DatumGetBool(COL(row, COL_TAKEOVER));
+			result->replaced = !COL_ISNULL(row, COL_PREV_END) &&
+				DatumGetChar(COL(row, COL_PREV_END)) == LEASE_END_TAKEN_OVER;
 			break;
 		case LEASE_FORCE_RELEASE:
 			result->token = DatumGetInt64(COL(row, COL_TOKEN));
@@ -814,6 +852,8 @@ describe_kind(char kind, int32 slots)
 		case LEASE_KIND_SEMAPHORE:
 			return psprintf(slots == 1 ? "a semaphore of %d slot" :
 							"a semaphore of %d slots", slots);
+		case LEASE_KIND_ELECTION:
+			return pstrdup("an election");
 		default:
 			return psprintf("a name of unknown kind \"%c\"", kind);
 	}
@@ -959,6 +999,8 @@ fencing_define_lease_name(const LeaseRequest *req)
 			   ch.slot->tts_tupleDescriptor->natts * sizeof(bool));
 		set_col(&ch, COL_KIND, CharGetDatum(req->kind), false);
 		set_col(&ch, COL_SLOTS, Int32GetDatum(req->slots), false);
+		if (!COL_ISNULL(row, COL_VALUE))
+			set_col(&ch, COL_VALUE, (Datum) 0, true);
 		ExecStoreVirtualTuple(ch.slot);
 		ExecMaterializeSlot(ch.slot);
 		/* a BEFORE trigger that skips it leaves the name as it was */
@@ -977,6 +1019,122 @@ fencing_define_lease_name(const LeaseRequest *req)
 	return inserting;
 }
 
+/*
+ * Refuse (LF021) a call for a name that is held, or inside its lock delay,
+ * as another kind or slot count than the request's: the election calls
+ * that take no slot (proclaim, resign, leader, observe) check their name
+ * so.  A free name may become anything, and is no election's yet.
+ */
+void
+fencing_refuse_held_kind(const LeaseRequest *req)
+{
+	FencingOwnerScope scope;
+	Relation	rel;
+	Relation	key;
+	TupleTableSlot *row;
+	Snapshot	snapshot;
+	IndexScanDesc scan;
+	TimestampTz now;
+
+	fencing_become_owner(&scope);
+	rel = open_leases(AccessShareLock);
+	refuse_unsupported(rel, false);
+	key = index_open(layout.key_oid, AccessShareLock);
+	row = table_slot_create(rel, NULL);
+
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	now = GetCurrentTimestamp();
+	scan = begin_name_scan(rel, key, snapshot, req->name, -1);
+	while (index_getnext_slot(scan, ForwardScanDirection, row))
+	{
+		slot_getallattrs(row);
+		if (!same_kind(row, req) && !free_now(row, now))
+			refuse_kind(req, DatumGetChar(COL(row, COL_KIND)),
+						DatumGetInt32(COL(row, COL_SLOTS)), false);
+	}
+	index_endscan(scan);
+	UnregisterSnapshot(snapshot);
+
+	ExecDropSingleTupleTableSlot(row);
+	index_close(key, NoLock);
+	table_close(rel, NoLock);
+	fencing_restore_user(&scope);
+}
+
+/*
+ * Read one row of a name without locking it: the row of "slot" (slot >=
+ * 0), or the row whose current or previous token is "token" (slot < 0).
+ * With the latest snapshot ("latest"), else the statement's (the
+ * transaction's under REPEATABLE READ), judged by the clock reading "now".
+ * False if there is no such row.
+ */
+bool
+fencing_read_lease_row(text *name, int32 slot, int64 token, bool latest,
+					   TimestampTz now, LeaseRowState *state)
+{
+	FencingOwnerScope scope;
+	Relation	rel;
+	Relation	key;
+	TupleTableSlot *row;
+	Snapshot	snapshot;
+	IndexScanDesc scan;
+
+	memset(state, 0, sizeof(LeaseRowState));
+	state->now = now;
+	fencing_become_owner(&scope);
+	rel = open_leases(AccessShareLock);
+	refuse_unsupported(rel, false);
+	key = index_open(layout.key_oid, AccessShareLock);
+	row = table_slot_create(rel, NULL);
+
+	/* see what this transaction did so far, as each SQL statement does */
+	if (!latest)
+		CommandCounterIncrement();
+	snapshot = RegisterSnapshot(latest ? GetLatestSnapshot() :
+								GetTransactionSnapshot());
+	scan = begin_name_scan(rel, key, snapshot, name, slot);
+	while (index_getnext_slot(scan, ForwardScanDirection, row))
+	{
+		slot_getallattrs(row);
+		if (slot >= 0 ||
+			DatumGetInt64(COL(row, COL_TOKEN)) == token ||
+			(!COL_ISNULL(row, COL_PREV_TOKEN) &&
+			 DatumGetInt64(COL(row, COL_PREV_TOKEN)) == token))
+		{
+			state->found = true;
+			break;
+		}
+	}
+	if (state->found)
+	{
+		state->kind = DatumGetChar(COL(row, COL_KIND));
+		state->slot = DatumGetInt32(COL(row, COL_SLOT));
+		state->holder = TextDatumGetCString(COL(row, COL_HOLDER));
+		state->token = DatumGetInt64(COL(row, COL_TOKEN));
+		if (!COL_ISNULL(row, COL_VALUE))
+			state->value = TextDatumGetCString(COL(row, COL_VALUE));
+		state->acquired_at = DatumGetTimestampTz(COL(row, COL_ACQUIRED_AT));
+		state->expires_at = DatumGetTimestampTz(COL(row, COL_EXPIRES_AT));
+		state->released = !COL_ISNULL(row, COL_RELEASED_AT);
+		state->live = live(row, now);
+		if (state->released)
+			state->end_reason = COL_ISNULL(row, COL_END_REASON) ?
+				LEASE_END_RELEASED : DatumGetChar(COL(row, COL_END_REASON));
+		if (!COL_ISNULL(row, COL_PREV_TOKEN))
+			state->prev_token = DatumGetInt64(COL(row, COL_PREV_TOKEN));
+		if (!COL_ISNULL(row, COL_PREV_END))
+			state->prev_end = DatumGetChar(COL(row, COL_PREV_END));
+	}
+	index_endscan(scan);
+	UnregisterSnapshot(snapshot);
+
+	ExecDropSingleTupleTableSlot(row);
+	index_close(key, NoLock);
+	table_close(rel, NoLock);
+	fencing_restore_user(&scope);
+	return state->found;
+}
+
 /* Is the statement one of ours?  The others are SQL (lease_store.c). */
 bool
 fencing_lease_row_statement(LeaseStatement stmt)
@@ -992,6 +1150,7 @@ fencing_lease_row_statement(LeaseStatement stmt)
 		case LEASE_HOLDER_ROLE:
 		case LEASE_FORCE_RELEASE:
 		case LEASE_AVAILABLE_AT:
+		case LEASE_PROCLAIM:
 			return true;
 		default:
 			return false;

@@ -651,20 +651,21 @@ fencing_next_token(PG_FUNCTION_ARGS)
  * that entered its band itself answers yes: one that never issued a token,
  * or whose state came from elsewhere, compares numbers only.  A new
  * timeline that has not issued a token yet enters its band first: every
- * token of the old history is from before it.
+ * token of the old history is from before it.  (LF005's condition, as an
+ * answer: lease_watch reports it as "lost_at_failover".)
  */
-void
-fencing_check_token_band(int64 token)
+bool
+fencing_token_before_band(int64 token)
 {
 	const FencingCatalog *cat;
 	FencingOwnerScope scope;
 	TimeLineID	tli;
 
 #if defined(FENCING_TIMELINE_BANDS) || defined(FENCING_PLAIN_NEXTVAL)
-	return;
+	return false;
 #endif
 	if (!refuse_old_band || RecoveryInProgress())
-		return;
+		return false;
 	tli = insertion_timeline();
 	cat = fencing_catalog();
 	fencing_become_owner(&scope);
@@ -690,8 +691,14 @@ fencing_check_token_band(int64 token)
 			remember_band(tli, st.origin_lsn, false, false, 0, st.band);
 	}
 	fencing_restore_user(&scope);
+	return verified.issuer && token < verified.start;
+}
 
-	if (verified.issuer && token < verified.start)
+/* Refuse a token from before this database's current band (LF005). */
+void
+fencing_check_token_band(int64 token)
+{
+	if (fencing_token_before_band(token))
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCING_OLD_BAND),
 				 errmsg("lease of fencing token %lld was lost at failover",

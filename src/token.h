@@ -13,6 +13,7 @@
 extern void fencing_token_init(void);
 extern int64 fencing_issue_token(void);
 extern void fencing_forget_token_band(void);
+extern bool fencing_token_before_band(int64 token);
 extern void fencing_check_token_band(int64 token);
 extern void fencing_token_history_arrived(int64 floor);
 
