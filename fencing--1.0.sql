@@ -204,6 +204,72 @@ AS 'MODULE_PATHNAME', 'fencing_lease_check';
 COMMENT ON FUNCTION fencing.lease_check(text, bigint) IS
 	'True iff the token is current and the lease live; holds it until commit';
 
+-- Why a token is no longer its lease's current one (a lease, a semaphore
+-- slot or an election): at once, or (wait > 0) as soon as it stops being
+-- current, expiry included.  Reasons: current, expired, taken_over,
+-- released, force_released, lost_at_failover, unknown; "successor" is the
+-- token that replaced it, when one did.
+CREATE FUNCTION fencing.lease_watch(name text, token bigint,
+									wait interval DEFAULT '0',
+									OUT reason text, OUT successor bigint)
+RETURNS record
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_lease_watch';
+
+COMMENT ON FUNCTION fencing.lease_watch(text, bigint, interval) IS
+	'Why the token is not current (or "current"), waiting up to wait for it to stop being current';
+
+-- Leader election (src/election.c): an election is a lease of kind
+-- election, renewed with lease_renew; its leader publishes a value.
+CREATE FUNCTION fencing.election_campaign(election text, candidate text,
+										  value text, ttl interval,
+										  wait interval DEFAULT '0')
+RETURNS bigint
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_election_campaign';
+
+COMMENT ON FUNCTION fencing.election_campaign(text, text, text, interval, interval) IS
+	'Become the leader with this value, waiting up to wait in arrival order: the leader''s token, or NULL';
+
+CREATE FUNCTION fencing.election_proclaim(election text, token bigint, value text)
+RETURNS boolean
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_election_proclaim';
+
+COMMENT ON FUNCTION fencing.election_proclaim(text, bigint, text) IS
+	'The leader publishes a new value; false for a token that is not the live leader''s';
+
+CREATE FUNCTION fencing.election_leader(election text,
+										OUT candidate text, OUT value text,
+										OUT token bigint, OUT since timestamptz,
+										OUT expires_at timestamptz)
+RETURNS record
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_election_leader';
+
+COMMENT ON FUNCTION fencing.election_leader(text) IS
+	'The current leader, or one row of NULLs';
+
+CREATE FUNCTION fencing.election_observe(election text, known_token bigint,
+										 known_value text, wait interval,
+										 OUT candidate text, OUT value text,
+										 OUT token bigint, OUT since timestamptz,
+										 OUT expires_at timestamptz)
+RETURNS record
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_election_observe';
+
+COMMENT ON FUNCTION fencing.election_observe(text, bigint, text, interval) IS
+	'The leadership once it differs from (known_token, known_value), waiting up to wait; else unchanged';
+
+CREATE FUNCTION fencing.election_resign(election text, token bigint)
+RETURNS boolean
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_election_resign';
+
+COMMENT ON FUNCTION fencing.election_resign(text, bigint) IS
+	'The leader steps down; false for a token that is not the live leader''s';
+
 CREATE FUNCTION fencing.fence_check(fence bigint, token bigint)
 RETURNS boolean
 LANGUAGE C IMMUTABLE PARALLEL SAFE

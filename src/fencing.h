@@ -7,7 +7,7 @@
  *
  * Like core's headers this does not include postgres.h: every .c file
  * includes postgres.h first.  The layers have one header each and point
- * one way: token.h <- lease.h <- resource.h.
+ * one way: token.h <- lease.h <- resource.h, and lease.h <- holder.h.
  *
  *-------------------------------------------------------------------------
  */

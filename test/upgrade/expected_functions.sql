@@ -8,6 +8,11 @@ INSERT INTO pg_temp.fencing_expected_functions (signature) VALUES
 ('fencing.advance_tokens(floor bigint DEFAULT 0) RETURNS void VOLATILE PARALLEL UNSAFE'),
 ('fencing.claim_guard() RETURNS trigger VOLATILE PARALLEL UNSAFE'),
 ('fencing.claim_stamp() RETURNS trigger VOLATILE PARALLEL UNSAFE'),
+('fencing.election_campaign(election text, candidate text, value text, ttl interval, wait interval DEFAULT ''00:00:00''::interval) RETURNS bigint VOLATILE PARALLEL UNSAFE'),
+('fencing.election_leader(election text, OUT candidate text, OUT value text, OUT token bigint, OUT since timestamp with time zone, OUT expires_at timestamp with time zone) RETURNS record VOLATILE PARALLEL UNSAFE'),
+('fencing.election_observe(election text, known_token bigint, known_value text, wait interval, OUT candidate text, OUT value text, OUT token bigint, OUT since timestamp with time zone, OUT expires_at timestamp with time zone) RETURNS record VOLATILE PARALLEL UNSAFE'),
+('fencing.election_proclaim(election text, token bigint, value text) RETURNS boolean VOLATILE PARALLEL UNSAFE'),
+('fencing.election_resign(election text, token bigint) RETURNS boolean VOLATILE PARALLEL UNSAFE'),
 ('fencing.expect_rows(affected bigint, expected bigint DEFAULT 1) RETURNS bigint VOLATILE PARALLEL SAFE'),
 ('fencing.fence_advance(fence bigint, token bigint, allow_same boolean DEFAULT false) RETURNS bigint IMMUTABLE PARALLEL SAFE'),
 ('fencing.fence_allows(fence bigint, token bigint) RETURNS boolean IMMUTABLE PARALLEL SAFE'),
@@ -20,5 +25,6 @@ INSERT INTO pg_temp.fencing_expected_functions (signature) VALUES
 ('fencing.lease_release(name text, token bigint) RETURNS boolean VOLATILE PARALLEL UNSAFE'),
 ('fencing.lease_renew(name text, token bigint, ttl interval) RETURNS boolean VOLATILE PARALLEL UNSAFE'),
 ('fencing.lease_renew_all(names text[], tokens bigint[], ttl interval) RETURNS TABLE(name text, token bigint, renewed boolean) VOLATILE PARALLEL UNSAFE'),
+('fencing.lease_watch(name text, token bigint, wait interval DEFAULT ''00:00:00''::interval, OUT reason text, OUT successor bigint) RETURNS record VOLATILE PARALLEL UNSAFE'),
 ('fencing.next_token() RETURNS bigint VOLATILE PARALLEL UNSAFE'),
 ('fencing.semaphore_acquire(name text, holder text, slots integer, ttl interval, wait interval DEFAULT ''00:00:00''::interval) RETURNS bigint VOLATILE PARALLEL UNSAFE');
