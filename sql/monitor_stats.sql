@@ -127,9 +127,12 @@ BEGIN;
 SET LOCAL fencing.token = :'old';
 UPDATE ms_jobs SET state = 'done' WHERE id = 1;
 ROLLBACK;
--- LF005: a token issued before the database's current band
+-- LF005: a token issued before the database's current band, and one
+-- above every token this database issued (another history's)
 SELECT fencing.advance_tokens();
 SELECT fencing.fence_advance(NULL, :new);
+SELECT fencing.next_token() + 1000000000 AS alien \gset
+SELECT fencing.fence_advance(NULL, :alien);
 \set VERBOSITY default
 SELECT * FROM pg_temp.counters();
 SELECT v, fence = :new AS fence_unchanged FROM ms_rows;

@@ -854,6 +854,8 @@ fencing_check_token_band(int64 token)
 {
 	FencingTokenLoss loss = fencing_token_loss(token);
 
+	if (loss != TOKEN_NOT_LOST)
+		fencing_stats_count(FENCING_STAT_OLD_BAND_REFUSALS);
 	if (loss == TOKEN_ABOVE_COUNTER)
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCING_OLD_BAND),
@@ -864,8 +866,6 @@ fencing_check_token_band(int64 token)
 				 errhint("Stop writing with this token and acquire the lease again. "
 						 "A database that also guards resources with another cluster's tokens can set fencing.refuse_old_band = off.")));
 	if (loss == TOKEN_BEFORE_BAND)
-	{
-		fencing_stats_count(FENCING_STAT_OLD_BAND_REFUSALS);
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCING_OLD_BAND),
 				 errmsg("lease of fencing token %lld was lost at failover",
@@ -877,7 +877,6 @@ fencing_check_token_band(int64 token)
 						   (long long) token, (long long) verified.start),
 				 errhint("Stop writing with this token and acquire the lease again. "
 						 "A database that also guards resources with another cluster's tokens can set fencing.refuse_old_band = off.")));
-	}
 }
 
 /*
