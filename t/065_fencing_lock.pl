@@ -804,14 +804,17 @@ SKIP:
 # nothing that holds up or kills one of fencing-lock's processes keeps the
 # command running past its lease (the red team's findings)
 
-# spawn_lock(\@options, $tag, stderr => FH, @cmd_options): fencing-lock
-# with its stderr on FH; reap_lock($pid): its exit status
+# spawn_lock(\@options, $tag, FH, @cmd_options): fencing-lock with its
+# stderr on FH, in a process group of its own whose parent (this test) is
+# in another: not an orphaned group, so SIGTSTP would stop it as it stops
+# a job of a shell; reap_lock($pid): its exit status
 sub spawn_lock
 {
 	my ($args, $tag, $errfh, @copt) = @_;
 	my $pid = fork // die "fork: $!";
 	if ($pid == 0)
 	{
+		setpgrp(0, 0);
 		open(STDIN, '<', '/dev/null') or die;
 		open(STDOUT, '>', '/dev/null') or die;
 		open(STDERR, '>&', $errfh) or die;
@@ -826,7 +829,7 @@ sub reap_lock
 	my ($pid) = @_;
 	my $st;
 	wait_until("fencing-lock $pid ends", $timeout,
-		sub { waitpid($pid, POSIX::WNOHANG()) == $pid and $st = $? });
+		sub { waitpid($pid, POSIX::WNOHANG()) == $pid or return 0; $st = $?; 1 });
 	return ($st & 127) ? -($st & 127) : $st >> 8;
 }
 
@@ -859,21 +862,25 @@ sub reap_lock
 }
 
 # SIGTSTP to fencing-lock: refused (a stopped runner would renew nothing)
-$r = start_lock([ '--ttl', '2s', 'tstp' ], 'tstp');
-wait_event('tstp', 'start');
-kill 'TSTP', $r->{pid};
-$renewals = lease('tstp', 'renewals');
-$node->poll_query_until('postgres',
-	"SELECT renewals >= $renewals + 2 FROM fencing.lease_status WHERE name = 'tstp'")
-  or die 'no renewals after SIGTSTP';
-my $state = (split ' ', (slurp_file("/proc/$r->{pid}/stat") =~ s/^.*\) //sr))[0];
-isnt($state, 'T', 'SIGTSTP to fencing-lock: it does not stop, and renews the lease on');
-ok(!event('tstp', 'sig'), '... the command saw nothing');
-go('tstp');
-($rc, $out, $err) = finish_lock($r);
-is($rc, 0, '... and ends normally');
-like($err, qr/^fencing-lock: warning: fencing-lock cannot be suspended while it holds a lease or waits for one: SIGTSTP ignored$/m,
-	'... with a warning');
+{
+	open(my $efh, '>', "$tmp/tstp.err") or die;
+	my $pid = spawn_lock([ '--ttl', '2s', 'tstp' ], 'tstp', $efh);
+	close $efh;
+	wait_event('tstp', 'start');
+	kill 'TSTP', $pid;
+	$renewals = lease('tstp', 'renewals');
+	$node->poll_query_until('postgres',
+		"SELECT renewals >= $renewals + 2 FROM fencing.lease_status WHERE name = 'tstp'")
+	  or die 'no renewals after SIGTSTP';
+	my $state = (split ' ', (slurp_file("/proc/$pid/stat") =~ s/^.*\) //sr))[0];
+	isnt($state, 'T', 'SIGTSTP to fencing-lock: it does not stop, and renews the lease on');
+	ok(!event('tstp', 'sig'), '... the command saw nothing');
+	go('tstp');
+	is(reap_lock($pid), 0, '... and ends normally');
+	like(slurp_file("$tmp/tstp.err"),
+		qr/^fencing-lock: warning: fencing-lock cannot be suspended while it holds a lease or waits for one: SIGTSTP ignored$/m,
+		'... with a warning');
+}
 
 # signals beyond the usual six: passed on too; none ends fencing-lock by
 # its default action (leaving the command running, the lease unreleased)
@@ -994,15 +1001,16 @@ C
 	}
 	wait_event('dns', 'start');
 	append_to_file($flag, '');
-	my $expires = lease('dns', 'extract(epoch FROM expires_at)');
 	$node->safe_psql('postgres',
 		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'lock_dns'");
-	$rb = start_lock([ '--ttl', '3s', '--wait', '60s', 'dns' ], 'dns_b');
 	my $sig = wait_event('dns', 'sig', qr/^TERM$/);
-	my $bstart = wait_event('dns_b', 'start');
+	# no renewal since the connection went, and no one else took the lease
+	my $expires = lease('dns', 'extract(epoch FROM expires_at)');
 	ok($sig->[1] < $expires,
 		sprintf('the resolver hangs: the command gets SIGTERM %.2f s before the lease could expire', $expires - $sig->[1]));
 	ok(alive($r->{pid}), '... while the runner is still held up in the lookup');
+	$rb = start_lock([ '--ttl', '3s', '--wait', '60s', 'dns' ], 'dns_b');
+	my $bstart = wait_event('dns_b', 'start');
 	ok($sig->[1] < $bstart->[1], '... and the next holder runs after that');
 	unlink $flag;
 	($rc, $out, $err) = finish_lock($r);
