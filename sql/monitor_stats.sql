@@ -117,9 +117,11 @@ BEGIN;
 SET LOCAL fencing.token = :'old';
 UPDATE ms_jobs SET state = 'done' WHERE id = 1;
 ROLLBACK;
--- LF005: a token issued before the database's current band
+-- LF005: a token issued before the database's current band, and one
+-- above every token the database has issued (another history's)
 SELECT fencing.advance_tokens();
 SELECT fencing.fence_advance(NULL, :new);
+SELECT fencing.fence_advance(NULL, 9000000000000000000);
 \set VERBOSITY default
 SELECT * FROM pg_temp.counters();
 SELECT v, fence = :new AS fence_unchanged FROM ms_rows;

@@ -836,6 +836,8 @@ fencing_check_token_band(int64 token)
 
 	if (CLOCK_FLOOR && verified.issuer && !verified.pending &&
 		token > verified.counter_seen)
+	{
+		fencing_stats_count(FENCING_STAT_OLD_BAND_REFUSALS);
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCING_OLD_BAND),
 				 errmsg("lease of fencing token %lld was lost at failover",
@@ -844,6 +846,7 @@ fencing_check_token_band(int64 token)
 						   (long long) token),
 				 errhint("Stop writing with this token and acquire the lease again. "
 						 "A database that also guards resources with another cluster's tokens can set fencing.refuse_old_band = off.")));
+	}
 	if (verified.issuer && token < verified.start)
 	{
 		fencing_stats_count(FENCING_STAT_OLD_BAND_REFUSALS);
