@@ -349,7 +349,9 @@ COMMENT ON SCHEMA fencing_monitor IS
 GRANT USAGE ON SCHEMA fencing_monitor TO pg_monitor;
 
 -- This database's counters in shared memory (src/stats.c), NULL when they
--- are off (detail says why); wait_time in milliseconds.
+-- are off (detail says why); wait_time in milliseconds.  PARALLEL UNSAFE:
+-- a query that reads them (a count over a large fencing.leases) runs in
+-- the leader outside parallel mode, where a backend can always attach.
 CREATE FUNCTION fencing_monitor._stats(
 	OUT counting boolean, OUT detail text, OUT stats_reset timestamptz,
 	OUT acquires bigint, OUT renewals bigint, OUT releases bigint,
@@ -359,13 +361,13 @@ CREATE FUNCTION fencing_monitor._stats(
 	OUT waits bigint, OUT wait_timeouts bigint,
 	OUT wait_time double precision)
 RETURNS record
-LANGUAGE C VOLATILE PARALLEL RESTRICTED
+LANGUAGE C VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'fencing_stats';
 
 CREATE FUNCTION fencing_monitor._stats_wait_histogram(
 	OUT upper_ms double precision, OUT waits bigint)
 RETURNS SETOF record
-LANGUAGE C VOLATILE PARALLEL RESTRICTED ROWS 11
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 11
 AS 'MODULE_PATHNAME', 'fencing_stats_wait_histogram';
 
 CREATE FUNCTION fencing_monitor.stats_reset()
@@ -475,3 +477,14 @@ COMMENT ON VIEW fencing_monitor.waiters IS
 GRANT SELECT ON fencing_monitor.stats, fencing_monitor.stats_info,
 	fencing_monitor.wait_histogram, fencing_monitor.lease_status,
 	fencing_monitor.waiters TO pg_monitor;
+
+-- The counters of this database start from zero with the extension: those
+-- of an earlier CREATE EXTENSION, dropped since, stay in shared memory
+-- until the server restarts.
+DO $$
+BEGIN
+	IF (SELECT i.counting FROM fencing_monitor.stats_info AS i) THEN
+		PERFORM fencing_monitor.stats_reset();
+	END IF;
+END
+$$;
