@@ -233,8 +233,8 @@ lease_locktag(LOCKTAG *tag, const char *name, int len)
 /*
  * fencing._lease_lock_tag(name): the hash in the lease's lock tags, as
  * pg_locks shows them (classid its high 32 bits, objid its low 32 bits;
- * objsubid 17989 and 17990), so that a superuser can tell whose waiters
- * are whose.  Not granted to PUBLIC.
+ * objsubid 17989 and 17990), so that fencing_monitor.waiters can tell
+ * whose waiters are whose.  Granted to pg_monitor, not to PUBLIC.
  */
 Datum
 fencing_lease_lock_tag(PG_FUNCTION_ARGS)

@@ -287,7 +287,7 @@ take_own(LeaseRequest *req, int32 slots, LeaseResult *res)
  * free is a wall-clock difference, and only ever shortens a sleep.
  */
 static bool
-wait_and_acquire(LeaseRequest *req, int32 slots, int64 deadline,
+wait_and_acquire(LeaseRequest *req, int32 slots, int64 start, int64 deadline,
 				 LeaseResult *res)
 {
 	const char *nm = VARDATA_ANY(req->name);
@@ -308,7 +308,7 @@ wait_and_acquire(LeaseRequest *req, int32 slots, int64 deadline,
 			acquired = true;
 			break;
 		}
-		fencing_stats_wait_begin(fencing_monotonic_usecs());
+		fencing_stats_wait_begin(start);
 		left = deadline - fencing_monotonic_usecs();
 		if (left <= 0)
 			break;
@@ -343,9 +343,10 @@ wait_and_acquire(LeaseRequest *req, int32 slots, int64 deadline,
  * Wait in arrival order: queue behind the lease's waiters (events.c), and
  * wait for the lease once at the head; leaving the queue makes the next
  * waiter the head.  A holder re-acquiring its own lease does not queue.
+ * A wait, counted, lasts from the call's start (start).
  */
 static bool
-acquire_waiting(LeaseRequest *req, int32 slots, int64 deadline,
+acquire_waiting(LeaseRequest *req, int32 slots, int64 start, int64 deadline,
 				LeaseResult *res)
 {
 	const char *nm = VARDATA_ANY(req->name);
@@ -356,14 +357,14 @@ acquire_waiting(LeaseRequest *req, int32 slots, int64 deadline,
 	{
 		if (take_own(req, slots, res))
 			return true;
-		fencing_stats_wait_begin(fencing_monotonic_usecs());
+		fencing_stats_wait_begin(start);
 		if (!fencing_queue_enter(nm, len, deadline))
 		{
 			fencing_stats_wait_end(false);
 			return false;
 		}
 	}
-	acquired = wait_and_acquire(req, slots, deadline, res);
+	acquired = wait_and_acquire(req, slots, start, deadline, res);
 	fencing_queue_leave(nm, len);
 	fencing_stats_wait_end(acquired);
 	return acquired;
@@ -420,7 +421,7 @@ acquire(LeaseRequest *req, int32 slots, int64 wait_usecs)
 			return 0;
 		}
 	}
-	else if (!acquire_waiting(req, slots, deadline, &res))
+	else if (!acquire_waiting(req, slots, deadline - wait_usecs, deadline, &res))
 		return 0;
 
 	fencing_stats_acquired(res.takeover, res.lapsed);
