@@ -35,9 +35,9 @@ my $looks = $node->safe_psql('postgres',
 	join('',
 		map { "\\c d$_\nSELECT 'd$_ ' || counting FROM fencing_monitor.stats_info;\n" }
 		  1 .. 256));
-my @full = grep { / f$/ } split /\n/, $looks;
+my @full = grep { / false$/ } split /\n/, $looks;
 ok(@full > 0, 'the table fills up before 256 more databases have counted');
-my $counting_dbs = grep { / t$/ } split /\n/, $looks;
+my $counting_dbs = grep { / true$/ } split /\n/, $looks;
 cmp_ok($counting_dbs, '>=', 250, "$counting_dbs databases got an entry");
 
 # the pooled session: finds the table full, refuses a stale write (not
