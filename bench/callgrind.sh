@@ -10,6 +10,9 @@
 # one cycle, without the session's start and end.  Per function likewise:
 # inclusive and self Ir per cycle from callgrind_annotate of both.
 #
+# fencing.max_clock_lag is 1 hour: at valgrind's speed the clock floor's
+# raises (token.c) would come every few cycles, depending on the load.
+#
 # Contenders (names out of POOL, autovacuum off, one client):
 #   lease   lease_acquire + lease_release, as bench/floor.sh
 #   plain   the plain-SQL lease, as bench/floor.sh
@@ -20,6 +23,9 @@
 #           fence_advance(fence, token, true) with the token the row was
 #           already fenced with (the fence does not move)
 #   sem8    semaphore_acquire(name, holder, 8, ...) + lease_release
+#   claim, claim_plain  a job claimed and completed with an UPDATE each, on a
+#           table with fencing's claim_stamp and claim_guard triggers and on
+#           one without
 #
 #   sudo bench/callgrind.sh                    # this tree, PostgreSQL 15
 #   BASE=c377ece sudo bench/callgrind.sh       # and that commit, compared
@@ -32,8 +38,8 @@
 set -euo pipefail
 export LC_ALL=C
 : "${PG:=15}" "${N1:=200}" "${N2:=1200}" "${POOL:=20000}"
-: "${CONTENDERS:=lease plain floor rtt write beat sem8}" "${PROFILE:=lease}"
-: "${TOP:=45}" "${TAG:=}"
+: "${CONTENDERS:=lease plain floor rtt write beat sem8 claim claim_plain}" "${PROFILE:=lease}"
+: "${TOP:=45}" "${TAG:=}" "${FUNCS:=}"
 
 if [ "${1:-}" = "--inner" ]; then
 	# as postgres: $2 = work dir, $3 = build, $4 = action
@@ -60,6 +66,11 @@ if [ "${1:-}" = "--inner" ]; then
 			log_min_messages = warning
 			log_connections = on
 			log_line_prefix = '[%p] '
+			# under valgrind a cycle takes milliseconds, and the token
+			# counter would lag the clock by 10 ms every few cycles: no
+			# raise to the clock here (at full speed, one per 10 ms of real
+			# time is one per hundreds of cycles)
+			fencing.max_clock_lag = '1h'
 		EOF
 		pg_ctl -D "$D" -l "$W/server.log" -w -t 120 start >/dev/null
 		Q -f "$W/plain_lease.sql"
@@ -81,6 +92,19 @@ if [ "${1:-}" = "--inner" ]; then
 			SELECT count(fencing.lease_release('s' || g,
 			         fencing.semaphore_acquire('s' || g, 'init', 8, '1 minute')))
 			  FROM generate_series(1, $POOL / 8) g;
+			-- a queue's jobs, claimed and completed with an UPDATE each: with
+			-- fencing's claim triggers (claim_stamp, claim_guard) and without
+			CREATE TABLE jobs (id int PRIMARY KEY, state text NOT NULL DEFAULT 'ready',
+			  tok bigint, result text) WITH (fillfactor = 50);
+			INSERT INTO jobs (id) SELECT g FROM generate_series(1, $POOL) g;
+			CREATE TABLE jobs_plain (LIKE jobs INCLUDING ALL) WITH (fillfactor = 50);
+			INSERT INTO jobs_plain (id) SELECT g FROM generate_series(1, $POOL) g;
+			CREATE TRIGGER stamp BEFORE UPDATE ON jobs FOR EACH ROW
+			  WHEN (NEW.state = 'running' AND OLD.state <> 'running')
+			  EXECUTE FUNCTION fencing.claim_stamp('tok');
+			CREATE TRIGGER guard BEFORE UPDATE ON jobs FOR EACH ROW
+			  WHEN (OLD.state = 'running' AND NEW.state <> 'running')
+			  EXECUTE FUNCTION fencing.claim_guard('tok');
 			-- the heartbeat's lease, held for the whole run
 			CREATE TABLE beat_token AS SELECT fencing.lease_acquire('beat', 'b', '1 day') AS tok;
 			UPDATE beat_res SET fence = (SELECT tok FROM beat_token);
@@ -122,6 +146,23 @@ if [ "${1:-}" = "--inner" ]; then
 		cat >"$S/beat.sql" <<-'EOF'
 			\set n random(1, :pool)
 			UPDATE beat_res SET v = v + 1, fence = fencing.fence_advance(fence, :tok, true) WHERE id = :n;
+		EOF
+		# a job of the client's own (ids apart by 64): a claim finds it ready
+		cat >"$S/claim.sql" <<-'EOF'
+			\set n random(0, :pool / 64 - 1) * 64 + :client_id + 1
+			UPDATE jobs SET state = 'running' WHERE id = :n AND state = 'ready' RETURNING tok \gset
+			BEGIN;
+			SET LOCAL fencing.token = :tok;
+			UPDATE jobs SET state = 'ready', result = 'done' WHERE id = :n;
+			COMMIT;
+		EOF
+		cat >"$S/claim_plain.sql" <<-'EOF'
+			\set n random(0, :pool / 64 - 1) * 64 + :client_id + 1
+			UPDATE jobs_plain SET state = 'running', tok = :n WHERE id = :n AND state = 'ready' RETURNING tok \gset
+			BEGIN;
+			SET LOCAL fencing.token = :tok;
+			UPDATE jobs_plain SET state = 'ready', result = 'done' WHERE id = :n;
+			COMMIT;
 		EOF
 		cat >"$S/sem8.sql" <<-'EOF'
 			\set n random(1, :pool / 8)
@@ -245,9 +286,9 @@ for b in $builds; do
 	done
 done
 python3 - "$tsv" "$work/cg" "$N1" "$N2" "$PROFILE" "$TOP" "$head_what" "$base_what" \
-	"$("$work/head/bin/pg_config" --version)" "$CONTENDERS" >"$out" <<'PY'
+	"$("$work/head/bin/pg_config" --version)" "$CONTENDERS" "$FUNCS" >"$out" <<'PY'
 import sys, re, os, collections
-tsv, cg, n1, n2, prof, top, head, base, pgv, contenders = sys.argv[1:]
+tsv, cg, n1, n2, prof, top, head, base, pgv, contenders, funcs = sys.argv[1:]
 n1, n2, top = int(n1), int(n2), int(top)
 ir = collections.defaultdict(dict)
 for line in open(tsv):
@@ -278,6 +319,23 @@ def parse(path):
         if m and ":" in m.group(2):
             d[m.group(2)] = d.get(m.group(2), 0) + int(m.group(1).replace(",", ""))
     return d
+
+if funcs:
+    # the named functions' inclusive cost per cycle, build by build
+    per_build = {}
+    for b in builds:
+        a = parse(f"{cg}/keep.{b}.{prof}.{n1}.incl")
+        z = parse(f"{cg}/keep.{b}.{prof}.{n2}.incl")
+        short = {}
+        for k in set(a) | set(z):
+            fn = k.split(":", 1)[1]
+            short[fn] = short.get(fn, 0) + (z.get(k, 0) - a.get(k, 0)) / (n2 - n1)
+        per_build[b] = short
+    print(f"\n## {prof}: inclusive Ir per cycle of chosen functions\n")
+    print("| function | " + " | ".join(builds) + " |")
+    print("|---|" + "---:|" * len(builds))
+    for fn in funcs.split():
+        print(f"| `{fn}` | " + " | ".join(f"{per_build[b].get(fn, 0):,.0f}" for b in builds) + " |")
 
 for b in builds:
     for kind, title in (("incl", "inclusive"), ("self", "self")):

@@ -17,6 +17,10 @@
 #   rtt     two SELECT 1 (round trips and commits of nothing)
 #   sem8    (optional, CONTENDERS) semaphore_acquire(name, holder, 8, ...)
 #           + lease_release, names out of POOL / 8
+#   claim, claim_plain  (optional) a job claimed (UPDATE ... SET state =
+#           'running') and completed (UPDATE with SET LOCAL fencing.token),
+#           on a table with fencing's claim_stamp and claim_guard triggers
+#           and on one without (at most 64 clients: each has its own jobs)
 #
 # For each fsync setting (FSYNCS: "off on"; synchronous_commit = on for
 # every contender) and client count (CLIENTS: "8 64"), ROUNDS runs of DUR
@@ -73,6 +77,19 @@ if [ "${1:-}" = "--inner" ]; then
 			SELECT count(fencing.lease_release('s' || g,
 			         fencing.semaphore_acquire('s' || g, 'init', 8, '1 minute')))
 			  FROM generate_series(1, $POOL / 8) g;
+			-- a queue's jobs, claimed and completed with an UPDATE each: with
+			-- fencing's claim triggers (claim_stamp, claim_guard) and without
+			CREATE TABLE jobs (id int PRIMARY KEY, state text NOT NULL DEFAULT 'ready',
+			  tok bigint, result text) WITH (fillfactor = 50);
+			INSERT INTO jobs (id) SELECT g FROM generate_series(1, $POOL) g;
+			CREATE TABLE jobs_plain (LIKE jobs INCLUDING ALL) WITH (fillfactor = 50);
+			INSERT INTO jobs_plain (id) SELECT g FROM generate_series(1, $POOL) g;
+			CREATE TRIGGER stamp BEFORE UPDATE ON jobs FOR EACH ROW
+			  WHEN (NEW.state = 'running' AND OLD.state <> 'running')
+			  EXECUTE FUNCTION fencing.claim_stamp('tok');
+			CREATE TRIGGER guard BEFORE UPDATE ON jobs FOR EACH ROW
+			  WHEN (OLD.state = 'running' AND NEW.state <> 'running')
+			  EXECUTE FUNCTION fencing.claim_guard('tok');
 		SQL
 		Q -c "VACUUM ANALYZE" -c "CHECKPOINT"
 		S=$W/scripts
@@ -99,6 +116,23 @@ if [ "${1:-}" = "--inner" ]; then
 		cat >"$S/rtt.sql" <<-'EOF'
 			SELECT 1;
 			SELECT 1;
+		EOF
+		# a job of the client's own (ids apart by 64): a claim finds it ready
+		cat >"$S/claim.sql" <<-'EOF'
+			\set n random(0, :pool / 64 - 1) * 64 + :client_id + 1
+			UPDATE jobs SET state = 'running' WHERE id = :n AND state = 'ready' RETURNING tok \gset
+			BEGIN;
+			SET LOCAL fencing.token = :tok;
+			UPDATE jobs SET state = 'ready', result = 'done' WHERE id = :n;
+			COMMIT;
+		EOF
+		cat >"$S/claim_plain.sql" <<-'EOF'
+			\set n random(0, :pool / 64 - 1) * 64 + :client_id + 1
+			UPDATE jobs_plain SET state = 'running', tok = :n WHERE id = :n AND state = 'ready' RETURNING tok \gset
+			BEGIN;
+			SET LOCAL fencing.token = :tok;
+			UPDATE jobs_plain SET state = 'ready', result = 'done' WHERE id = :n;
+			COMMIT;
 		EOF
 		cat >"$S/sem8.sql" <<-'EOF'
 			\set n random(1, :pool / 8)
