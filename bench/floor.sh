@@ -35,6 +35,8 @@
 #   ROUNDS=2 DUR=5 sudo bench/floor.sh           # quick
 #   REF=c377ece sudo bench/floor.sh              # the extension of a commit
 #   CONTENDERS="lease plain floor rtt sem8" sudo bench/floor.sh
+#   CONF="fencing.max_clock_lag = '1h'" TAG=lag1h sudo bench/floor.sh
+#                                                # extra postgresql.conf lines
 #
 # Builds this tree (or REF) into a private relocated copy of the server
 # installation under the build lock, as bench/durable.sh does: one run
@@ -44,7 +46,7 @@ export LC_ALL=C
 : "${FENCING_PG_MAJOR:=15}"
 : "${ROUNDS:=3}" "${DUR:=10}" "${CLIENTS:=8 64}" "${FSYNCS:=off on}"
 : "${POOL:=20000}" "${CONTENDERS:=lease plain floor rtt}" "${TAG:=}"
-: "${SHARED_BUFFERS:=256MB}"
+: "${SHARED_BUFFERS:=256MB}" "${CONF:=}"
 
 if [ "${1:-}" = "--inner" ]; then
 	# as postgres: $2 = work dir, $3 = action
@@ -60,6 +62,7 @@ if [ "${1:-}" = "--inner" ]; then
 		initdb -D "$D" -U postgres -A trust -E UTF8 --locale=C --no-sync >/dev/null
 		. "$W/cluster_settings.sh"
 		bench_cluster_settings "bench/floor.sh" 100 >>"$D/postgresql.conf"
+		printf '%s\n' "$CONF" >>"$D/postgresql.conf"
 		pg_ctl -D "$D" -l "$W/server.log" -w -t 120 start >/dev/null
 		Q -f "$W/plain_lease.sql"
 		Q <<-SQL
@@ -229,7 +232,7 @@ echo $((20000 + RANDOM % 20000)) >"$work/port"
 chown -R postgres:postgres "$work"
 inner() {
 	fencing_as_postgres env POOL="$POOL" DUR="$DUR" CONTENDERS="$CONTENDERS" \
-		SHARED_BUFFERS="$SHARED_BUFFERS" FENCING_PG_MAJOR="$FENCING_PG_MAJOR" \
+		SHARED_BUFFERS="$SHARED_BUFFERS" FENCING_PG_MAJOR="$FENCING_PG_MAJOR" CONF="$CONF" \
 		bash "$work/floor.sh" --inner "$work" "$@"
 }
 echo "== setting up ($POOL names per contender)" >&2
@@ -250,9 +253,9 @@ for fs in $FSYNCS; do
 done
 
 python3 - "$tsv" "$base" "$what" "$ROUNDS" "$DUR" "$POOL" "$CONTENDERS" \
-	"$(nproc)" "$("$FENCING_PG_BINDIR/pg_config" --version)" <<'PY'
+	"$(nproc)" "$("$FENCING_PG_BINDIR/pg_config" --version)" "$CONF" <<'PY'
 import sys, statistics, collections, subprocess, os
-tsv, base, what, rounds, dur, pool, contenders, cpus, pgv = sys.argv[1:]
+tsv, base, what, rounds, dur, pool, contenders, cpus, pgv, conf = sys.argv[1:]
 contenders = contenders.split()
 rows = [l.rstrip("\n").split("\t") for l in open(tsv) if l.strip()]
 # (fsync, clients, round) -> contender -> (n, mean, median, trimmed, p99)
@@ -269,6 +272,7 @@ p(f"# The lease cycle against the floor, {os.path.basename(base)}\n")
 p(f"bench/floor.sh: extension {what}, {pgv}, {cpus} CPUs; mixed pgbench runs "
   f"(-M prepared, weight 1 per contender), {rounds} rounds of {dur} s per cell after a "
   f"warm-up run, random names out of {pool}; synchronous_commit = on; "
+  + (f"extra settings: {conf!r}; " if conf.strip() else "") +
   f"load average (start-end of each run): {', '.join(loads)}.\n")
 p("Speed of the lease cycle relative to each contender: the contender's mean latency "
   "/ the lease cycle's, in the same run (1.00 = as fast, above = faster). Median of the "
