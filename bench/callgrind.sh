@@ -152,7 +152,7 @@ if [ "${1:-}" = "--inner" ]; then
 			\set n random(0, :pool / 64 - 1) * 64 + :client_id + 1
 			UPDATE jobs SET state = 'running' WHERE id = :n AND state = 'ready' RETURNING tok \gset
 			BEGIN;
-			SET LOCAL fencing.token = :tok;
+			SELECT set_config('fencing.token', :tok::text, true);
 			UPDATE jobs SET state = 'ready', result = 'done' WHERE id = :n;
 			COMMIT;
 		EOF
@@ -160,7 +160,7 @@ if [ "${1:-}" = "--inner" ]; then
 			\set n random(0, :pool / 64 - 1) * 64 + :client_id + 1
 			UPDATE jobs_plain SET state = 'running', tok = :n WHERE id = :n AND state = 'ready' RETURNING tok \gset
 			BEGIN;
-			SET LOCAL fencing.token = :tok;
+			SELECT set_config('fencing.token', :tok::text, true);
 			UPDATE jobs_plain SET state = 'ready', result = 'done' WHERE id = :n;
 			COMMIT;
 		EOF

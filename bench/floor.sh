@@ -18,9 +18,11 @@
 #   sem8    (optional, CONTENDERS) semaphore_acquire(name, holder, 8, ...)
 #           + lease_release, names out of POOL / 8
 #   claim, claim_plain  (optional) a job claimed (UPDATE ... SET state =
-#           'running') and completed (UPDATE with SET LOCAL fencing.token),
-#           on a table with fencing's claim_stamp and claim_guard triggers
-#           and on one without (at most 64 clients: each has its own jobs)
+#           'running') and completed (an UPDATE after set_config(
+#           'fencing.token', token, true), which is SET LOCAL as -M prepared
+#           can send it), on a table with fencing's claim_stamp and
+#           claim_guard triggers and on one without (at most 64 clients:
+#           each has its own jobs)
 #
 # For each fsync setting (FSYNCS: "off on"; synchronous_commit = on for
 # every contender) and client count (CLIENTS: "8 64"), ROUNDS runs of DUR
@@ -125,7 +127,7 @@ if [ "${1:-}" = "--inner" ]; then
 			\set n random(0, :pool / 64 - 1) * 64 + :client_id + 1
 			UPDATE jobs SET state = 'running' WHERE id = :n AND state = 'ready' RETURNING tok \gset
 			BEGIN;
-			SET LOCAL fencing.token = :tok;
+			SELECT set_config('fencing.token', :tok::text, true);
 			UPDATE jobs SET state = 'ready', result = 'done' WHERE id = :n;
 			COMMIT;
 		EOF
@@ -133,7 +135,7 @@ if [ "${1:-}" = "--inner" ]; then
 			\set n random(0, :pool / 64 - 1) * 64 + :client_id + 1
 			UPDATE jobs_plain SET state = 'running', tok = :n WHERE id = :n AND state = 'ready' RETURNING tok \gset
 			BEGIN;
-			SET LOCAL fencing.token = :tok;
+			SELECT set_config('fencing.token', :tok::text, true);
 			UPDATE jobs_plain SET state = 'ready', result = 'done' WHERE id = :n;
 			COMMIT;
 		EOF
