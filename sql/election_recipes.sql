@@ -19,16 +19,6 @@ BEGIN
 	RETURN true;
 END
 $$;
--- and until clock_timestamp() has passed t
-CREATE FUNCTION pg_temp.wait_past(t timestamptz) RETURNS boolean
-LANGUAGE plpgsql AS $$
-BEGIN
-	WHILE clock_timestamp() <= t LOOP
-		PERFORM pg_sleep(0.01);
-	END LOOP;
-	RETURN true;
-END
-$$;
 CREATE TABLE recipe_resource (id int PRIMARY KEY, body text, fence bigint);
 INSERT INTO recipe_resource VALUES (1, 'empty', NULL);
 
@@ -63,7 +53,7 @@ ON CONFLICT (name) DO NOTHING RETURNING leader_id AS b_elected_too;
 -- term, and a token
 DELETE FROM river_leader WHERE expires_at < coalesce(NULL::timestamptz, now());
 INSERT INTO river_leader (leader_id, elected_at, expires_at)
-VALUES ('A', coalesce(NULL::timestamptz, now()), coalesce(NULL::timestamptz, now()) + make_interval(secs => 3))
+VALUES ('A', coalesce(NULL::timestamptz, now()), coalesce(NULL::timestamptz, now()) + make_interval(secs => 10))
 ON CONFLICT (name) DO NOTHING RETURNING leader_id, elected_at AS a_elected_at \gset
 SELECT :'leader_id' AS elected, e.candidate, e.since = :'a_elected_at' AS same_term,
 	   e.expires_at - e.since AS ttl
@@ -72,11 +62,11 @@ SELECT :'leader_id' AS elected, e.candidate, e.since = :'a_elected_at' AS same_t
 SELECT token AS a_token FROM fencing.election_leader('public.river_leader') WHERE candidate = 'A' \gset
 UPDATE recipe_resource SET body = 'by A', fence = fencing.fence_advance(fence, :a_token) WHERE id = 1;
 INSERT INTO river_leader (leader_id, elected_at, expires_at)
-VALUES ('B', coalesce(NULL::timestamptz, now()), coalesce(NULL::timestamptz, now()) + make_interval(secs => 3))
+VALUES ('B', coalesce(NULL::timestamptz, now()), coalesce(NULL::timestamptz, now()) + make_interval(secs => 10))
 ON CONFLICT (name) DO NOTHING RETURNING leader_id AS b_elected;
 -- LeaderAttemptReelect of A's term renews its lease
 UPDATE river_leader
-SET expires_at = coalesce(NULL::timestamptz, now()) + make_interval(secs => 3)
+SET expires_at = coalesce(NULL::timestamptz, now()) + make_interval(secs => 10)
 WHERE elected_at = :'a_elected_at'::timestamptz
 	AND expires_at >= coalesce(NULL::timestamptz, now())
 	AND leader_id = 'A'
@@ -84,22 +74,24 @@ RETURNING leader_id AS reelected, expires_at = (SELECT expires_at FROM fencing.e
 -- the crash empties the table: B is still not elected; the lease says A leads
 TRUNCATE river_leader;
 INSERT INTO river_leader (leader_id, elected_at, expires_at)
-VALUES ('B', coalesce(NULL::timestamptz, now()), coalesce(NULL::timestamptz, now()) + make_interval(secs => 3))
+VALUES ('B', coalesce(NULL::timestamptz, now()), coalesce(NULL::timestamptz, now()) + make_interval(secs => 10))
 ON CONFLICT (name) DO NOTHING RETURNING leader_id AS b_elected_after_crash;
 SELECT candidate FROM fencing.election_leader('public.river_leader');
 -- A's re-election finds no row (River steps down); its next election gets
 -- its term back, renewed
 UPDATE river_leader
-SET expires_at = coalesce(NULL::timestamptz, now()) + make_interval(secs => 3)
+SET expires_at = coalesce(NULL::timestamptz, now()) + make_interval(secs => 10)
 WHERE elected_at = :'a_elected_at'::timestamptz
 	AND expires_at >= coalesce(NULL::timestamptz, now())
 	AND leader_id = 'A'
 RETURNING leader_id AS reelected_after_crash;
 INSERT INTO river_leader (leader_id, elected_at, expires_at)
-VALUES ('A', coalesce(NULL::timestamptz, now()), coalesce(NULL::timestamptz, now()) + make_interval(secs => 3))
+VALUES ('A', coalesce(NULL::timestamptz, now()), coalesce(NULL::timestamptz, now()) + make_interval(secs => 10))
 ON CONFLICT (name) DO NOTHING RETURNING leader_id AS a_back, elected_at = :'a_elected_at' AS same_term;
 -- A freezes past its TTL; B's rounds elect it once the lease expired (by
--- the server's clock), with a new term and a larger token
+-- the server's clock), with a new term and a larger token.  (Here A's
+-- lease is cut to 100 ms first, so as not to wait out its 10 s.)
+SELECT fencing.lease_renew('public.river_leader', :a_token, '100 ms') AS cut;
 SELECT pg_temp.wait_no_leader('public.river_leader');
 DELETE FROM river_leader WHERE expires_at < coalesce(NULL::timestamptz, now());
 INSERT INTO river_leader (leader_id, elected_at, expires_at)
@@ -112,7 +104,7 @@ UPDATE recipe_resource SET body = 'by B', fence = fencing.fence_advance(fence, :
 -- A wakes: its re-election is refused, lease_watch says why, and its
 -- leader-only write, already on its way, is refused by the resource
 UPDATE river_leader
-SET expires_at = coalesce(NULL::timestamptz, now()) + make_interval(secs => 3)
+SET expires_at = coalesce(NULL::timestamptz, now()) + make_interval(secs => 10)
 WHERE elected_at = :'a_elected_at'::timestamptz
 	AND expires_at >= coalesce(NULL::timestamptz, now())
 	AND leader_id = 'A'
@@ -152,10 +144,10 @@ SET search_path = oban_plain;
 RESET search_path;
 \i examples/elections/oban/schema.sql
 \i examples/elections/oban/install.sql
--- a TTL of 3 s here, not Oban's 30
+-- a TTL of 10 s here, not Oban's 30
 DROP TRIGGER oban_peers_fencing ON oban_peers;
 CREATE TRIGGER oban_peers_fencing BEFORE INSERT OR UPDATE ON oban_peers
-	FOR EACH ROW EXECUTE FUNCTION oban_peers_fencing('3 s');
+	FOR EACH ROW EXECUTE FUNCTION oban_peers_fencing('10 s');
 -- each node's clock (Oban computes started_at and expires_at, and judges
 -- expiry, with DateTime.utc_now() of the node that runs the statement)
 SELECT now() AT TIME ZONE 'UTC' AS t0 \gset
@@ -198,8 +190,10 @@ VALUES (:'t0'::timestamp + interval '30 s', 'Oban', 'a', :'t0') ON CONFLICT ("na
 \echo a_renewed :ROW_COUNT
 SELECT node, expires_at = (SELECT expires_at AT TIME ZONE 'UTC' FROM fencing.election_leader('public.oban_peers:Oban')) AS expiry_is_lease
   FROM oban_peers;
--- A's rounds fail until its lease expires; B is elected; A's next round
--- as leader (2.23.0's statement, no WHERE) counts 0: A steps down
+-- A's rounds fail until its lease expires (cut to 100 ms here); B is
+-- elected; A's next round as leader (2.23.0's statement, no WHERE) counts
+-- 0: A steps down
+SELECT fencing.lease_renew('public.oban_peers:Oban', :oa_token, '100 ms') AS cut;
 SELECT pg_temp.wait_no_leader('public.oban_peers:Oban');
 DELETE FROM "public"."oban_peers" AS o0 WHERE ((o0."name" = 'Oban') AND (o0."expires_at" < :'t0'::timestamp + interval '40 s'));
 INSERT INTO "public"."oban_peers" AS o0 ("expires_at","name","node","started_at")
