@@ -16,9 +16,30 @@ ISOLATION = $(patsubst specs/%.spec,%,$(sort $(wildcard specs/*.spec)))
 ISOLATION_OPTS = --load-extension=$(EXTENSION)
 TAP_TESTS = 1
 
+# fencing-lock (client/): runs a command under a lease; a libpq client
+FENCING_LOCK = client/fencing-lock
+EXTRA_CLEAN = $(FENCING_LOCK)
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# PGXS builds one module or program per Makefile, so fencing-lock has rules
+# of its own: the server's compiler and flags (PG_CFLAGS too), its libpq,
+# installed beside the server's programs (pg_config --bindir)
+all: $(FENCING_LOCK)
+$(FENCING_LOCK): client/fencing-lock.c
+	$(CC) $(CFLAGS) -I$(libpq_srcdir) -DFENCING_VERSION=\"$(EXTVERSION)\" $< $(LDFLAGS) $(LDFLAGS_EX) $(libpq) -o $@
+
+install: install-fencing-lock
+installdirs: installdirs-fencing-lock
+uninstall: uninstall-fencing-lock
+install-fencing-lock: $(FENCING_LOCK) installdirs-fencing-lock
+	$(INSTALL_PROGRAM) $(FENCING_LOCK) '$(DESTDIR)$(bindir)/fencing-lock'
+installdirs-fencing-lock:
+	$(MKDIR_P) '$(DESTDIR)$(bindir)'
+uninstall-fencing-lock:
+	rm -f '$(DESTDIR)$(bindir)/fencing-lock'
 
 # PGXN distribution archive, named after META.json's version, which
 # scripts/release_check.sh keeps in step with default_version
@@ -30,4 +51,4 @@ dist:
 release-check:
 	bash scripts/release_check.sh
 
-.PHONY: dist release-check
+.PHONY: dist release-check install-fencing-lock installdirs-fencing-lock uninstall-fencing-lock

@@ -9,8 +9,9 @@ CREATE SCHEMA fencing;
 
 -- The token counter and the state that places it in a band (see
 -- src/token.c).  All non-transactional on purpose.  The counter, the band's
--- first token and its origin are dumped by pg_dump, so a restore continues
--- above them; the band's epoch and timeline and the witness are not.
+-- first token, its origin and its epoch and timeline are dumped by pg_dump,
+-- so a restore continues above them (in epoch mode: only in a greater
+-- epoch); the witness is not.
 CREATE SEQUENCE fencing.token_seq AS bigint
 	MINVALUE 1 NO CYCLE CACHE 1;
 CREATE SEQUENCE fencing.token_base AS bigint
@@ -88,6 +89,7 @@ SELECT pg_catalog.pg_extension_config_dump('fencing.leases', '');
 SELECT pg_catalog.pg_extension_config_dump('fencing.token_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('fencing.token_base', '');
 SELECT pg_catalog.pg_extension_config_dump('fencing.token_origin', '');
+SELECT pg_catalog.pg_extension_config_dump('fencing.token_band', '');
 
 REVOKE ALL ON fencing.leases, fencing.token_seq, fencing.token_base,
 	fencing.token_origin, fencing.token_band, fencing.token_witness,
@@ -155,35 +157,8 @@ COMMENT ON FUNCTION fencing.lease_renew(text, bigint, interval) IS
 -- role's lease raises 42501, and the whole call changes nothing).
 CREATE FUNCTION fencing.lease_renew_all(names text[], tokens bigint[], ttl interval)
 RETURNS TABLE (name text, token bigint, renewed boolean)
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-	IF names IS NULL OR tokens IS NULL OR ttl IS NULL THEN
-		RAISE EXCEPTION 'lease names, tokens and TTL must not be null'
-			USING ERRCODE = '22004';
-	END IF;
-	IF pg_catalog.array_ndims(names) > 1 OR pg_catalog.array_ndims(tokens) > 1 THEN
-		RAISE EXCEPTION 'lease names and tokens must be one-dimensional arrays'
-			USING ERRCODE = '22023';
-	END IF;
-	IF pg_catalog.cardinality(names) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(tokens) THEN
-		RAISE EXCEPTION 'got % lease names but % tokens',
-			pg_catalog.cardinality(names), pg_catalog.cardinality(tokens)
-			USING ERRCODE = '22023',
-				  HINT = 'Pass one token per lease, in the same order.';
-	END IF;
-	IF pg_catalog.cardinality(names) OPERATOR(pg_catalog.>) 10000 THEN
-		RAISE EXCEPTION 'at most 10000 leases per call, got %', pg_catalog.cardinality(names)
-			USING ERRCODE = '22023';
-	END IF;
-	RETURN QUERY
-		SELECT u.n, u.t, fencing.lease_renew(u.n, u.t, lease_renew_all.ttl)
-		  FROM ROWS FROM (pg_catalog.unnest(names), pg_catalog.unnest(tokens))
-			   WITH ORDINALITY AS u(n, t, i)
-		 ORDER BY u.n COLLATE "C", u.i;
-END
-$$;
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_lease_renew_all';
 
 COMMENT ON FUNCTION fencing.lease_renew_all(text[], bigint[], interval) IS
 	'Renew many leases of one holder, each with its own token; one row per lease, in name order';
@@ -195,6 +170,18 @@ AS 'MODULE_PATHNAME', 'fencing_lease_release';
 
 COMMENT ON FUNCTION fencing.lease_release(text, bigint) IS
 	'Free a live lease held with this token';
+
+-- The keyed hash of a lease name in its advisory lock tags (pg_locks:
+-- classid = its high 32 bits, objid = its low 32 bits, objsubid 17989 and
+-- 17990), for superusers who want to tell which lease a waiter waits for.
+-- Keyed with a secret of the cluster, so that no role can craft a name that
+-- shares another lease's queue; not granted to PUBLIC.
+CREATE FUNCTION fencing._lease_lock_tag(name text)
+RETURNS bigint
+LANGUAGE C VOLATILE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'fencing_lease_lock_tag';
+
+REVOKE ALL ON FUNCTION fencing._lease_lock_tag(text) FROM PUBLIC;
 
 CREATE FUNCTION fencing.lease_check(name text, token bigint)
 RETURNS boolean
@@ -288,13 +275,15 @@ COMMENT ON FUNCTION fencing.fence_allows(bigint, bigint) IS
 
 -- In the SET list: fence = fencing.fence_advance(fence, $token).  Runs only
 -- for rows the statement updates, and raises LF001 for a stale token.
--- IMMUTABLE, because Citus sends a row's SET and ON CONFLICT expressions to
--- the workers only when their functions are: its answer depends on its
--- arguments alone.  The planner folds an IMMUTABLE call only when every
--- argument is a constant, never with the row's fence column as the first,
--- so it still runs per written row, at execution (sql/resource_folding.sql);
--- its side effects (counting a refusal, forcing a synchronous commit) then
--- happen in the transaction that makes the write.
+-- IMMUTABLE, as fence_check and fence_allows, because Citus sends a row's
+-- SET, WHERE and ON CONFLICT expressions to the workers only when their
+-- functions are (docs/citus.md).  The planner folds an IMMUTABLE call only
+-- when every argument is a constant, never with the row's fence column as
+-- an argument, so it still runs per written row, at execution
+-- (sql/resource_folding.sql); its side effects (counting a refusal, the
+-- band check, forcing a synchronous commit) then happen in the transaction
+-- that makes the write.  A folded call marks its transaction, whose end
+-- invalidates the session's cached plans (src/fence.c).
 CREATE FUNCTION fencing.fence_advance(fence bigint, token bigint,
 									  allow_same boolean DEFAULT false)
 RETURNS bigint
@@ -341,6 +330,14 @@ AS 'MODULE_PATHNAME', 'fencing_claim_guard';
 
 COMMENT ON FUNCTION fencing.claim_guard() IS
 	'Row trigger: refuse a completion whose token (a place of the new row, or fencing.token) is not the row''s claim stamp';
+
+CREATE FUNCTION fencing.claim_stampable()
+RETURNS trigger
+LANGUAGE C
+AS 'MODULE_PATHNAME', 'fencing_claim_stampable';
+
+COMMENT ON FUNCTION fencing.claim_stampable() IS
+	'Row trigger: refuse a row whose jsonb place (argument ''col->key'') could not take a claim stamp, at send';
 
 CREATE FUNCTION fencing.lease_force_release(name text)
 RETURNS boolean
@@ -422,3 +419,145 @@ COMMENT ON VIEW fencing.stats IS
 	'Totals: leases, held, acquires, renewals, releases, expired takeovers, stale writes refused';
 
 GRANT SELECT ON fencing.stats TO PUBLIC;
+
+-- ---- Monitoring: schema fencing_monitor ----
+--
+-- What an operator's monitoring reads (docs/operations.md).  A schema of
+-- its own, so that pg_monitor can read it without USAGE on schema fencing,
+-- which would let it call every lease function.  It holds views and the
+-- functions behind them, nothing that changes a lease; stats_reset() is
+-- not open to PUBLIC, nor to pg_monitor.
+CREATE SCHEMA fencing_monitor;
+
+COMMENT ON SCHEMA fencing_monitor IS
+	'Counters, waiters and lease state for monitoring; readable by pg_monitor';
+
+GRANT USAGE ON SCHEMA fencing_monitor TO pg_monitor;
+
+-- This database's counters in shared memory (src/stats.c), NULL when they
+-- are off (detail says why); wait_time in milliseconds.
+CREATE FUNCTION fencing_monitor._stats(
+	OUT counting boolean, OUT detail text, OUT stats_reset timestamptz,
+	OUT acquires bigint, OUT renewals bigint, OUT releases bigint,
+	OUT force_releases bigint, OUT expirations bigint, OUT takeovers bigint,
+	OUT fence_advance_refusals bigint, OUT fence_guard_refusals bigint,
+	OUT claim_guard_refusals bigint, OUT old_band_refusals bigint,
+	OUT waits bigint, OUT wait_timeouts bigint,
+	OUT wait_time double precision)
+RETURNS record
+LANGUAGE C VOLATILE PARALLEL RESTRICTED
+AS 'MODULE_PATHNAME', 'fencing_stats';
+
+CREATE FUNCTION fencing_monitor._stats_wait_histogram(
+	OUT upper_ms double precision, OUT waits bigint)
+RETURNS SETOF record
+LANGUAGE C VOLATILE PARALLEL RESTRICTED ROWS 11
+AS 'MODULE_PATHNAME', 'fencing_stats_wait_histogram';
+
+CREATE FUNCTION fencing_monitor.stats_reset()
+RETURNS timestamptz
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_stats_reset';
+
+COMMENT ON FUNCTION fencing_monitor.stats_reset() IS
+	'Set this database''s counters to zero; returns the new stats_reset (superuser, or whom it is granted to)';
+
+REVOKE ALL ON FUNCTION fencing_monitor._stats(),
+	fencing_monitor._stats_wait_histogram(), fencing_monitor.stats_reset()
+	FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fencing_monitor._stats(),
+	fencing_monitor._stats_wait_histogram() TO pg_monitor;
+-- fencing_monitor.waiters maps lock tags to leases with it; with the key
+-- unknown, computing tags finds a name sharing a given lease's tag no
+-- sooner than 2^64 tries
+GRANT EXECUTE ON FUNCTION fencing._lease_lock_tag(text) TO pg_monitor;
+
+CREATE VIEW fencing_monitor.stats AS
+SELECT l.leases,
+	   l.held,
+	   s.acquires,
+	   s.renewals,
+	   s.releases,
+	   s.force_releases,
+	   s.expirations,
+	   s.takeovers,
+	   s.fence_advance_refusals,
+	   s.fence_guard_refusals,
+	   s.claim_guard_refusals,
+	   s.old_band_refusals,
+	   s.waits,
+	   s.wait_timeouts,
+	   s.wait_time
+  FROM fencing_monitor._stats() AS s,
+	   (SELECT pg_catalog.count(*) AS leases,
+			   pg_catalog.count(*) FILTER (
+				   WHERE r.released_at IS NULL
+					 AND r.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
+			   ) AS held
+		  FROM fencing.leases AS r) AS l;
+
+COMMENT ON VIEW fencing_monitor.stats IS
+	'Leases and held leases now; lease events, refused writes and waits since stats_info.stats_reset';
+
+CREATE VIEW fencing_monitor.stats_info AS
+SELECT s.stats_reset,
+	   s.counting,
+	   s.detail
+  FROM fencing_monitor._stats() AS s;
+
+COMMENT ON VIEW fencing_monitor.stats_info IS
+	'Since when the counters count, and whether they do (detail says why not)';
+
+CREATE VIEW fencing_monitor.wait_histogram AS
+SELECT h.upper_ms,
+	   h.waits
+  FROM fencing_monitor._stats_wait_histogram() AS h;
+
+COMMENT ON VIEW fencing_monitor.wait_histogram IS
+	'Waits that lasted at most upper_ms milliseconds, cumulative, as in a Prometheus histogram';
+
+-- The same rows as fencing.lease_status.
+CREATE VIEW fencing_monitor.lease_status AS
+SELECT s.*
+  FROM fencing.lease_status AS s;
+
+COMMENT ON VIEW fencing_monitor.lease_status IS
+	'fencing.lease_status, for monitoring';
+
+-- Backends waiting for a lease or a semaphore of this database, found on
+-- every major by the queue's advisory lock (src/events.c): field 4 =
+-- 0x4646 (objsubid 17990), fields 2 and 3 the 64-bit hash of the name
+-- (classid, objid).  The head of a queue holds that lock and sleeps in
+-- wait event Extension:FencingLeaseWait (Extension:Extension before
+-- PostgreSQL 17); the others wait for it (Lock:advisory).
+CREATE VIEW fencing_monitor.waiters AS
+SELECT n.name AS lease,
+	   q.pid,
+	   q.granted AS head,
+	   a.usename,
+	   a.application_name,
+	   a.wait_event_type,
+	   a.wait_event,
+	   a.query_start
+  FROM pg_catalog.pg_locks AS q
+  JOIN (SELECT DISTINCT r.name, fencing._lease_lock_tag(r.name) AS h
+		  FROM fencing.leases AS r
+		 WHERE r.released_at IS NULL) AS n
+	ON q.classid OPERATOR(pg_catalog.=)
+		 ((n.h OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 4294967295)::pg_catalog.oid
+   AND q.objid OPERATOR(pg_catalog.=)
+		 (n.h OPERATOR(pg_catalog.&) 4294967295)::pg_catalog.oid
+  LEFT JOIN pg_catalog.pg_stat_activity AS a
+	ON a.pid OPERATOR(pg_catalog.=) q.pid
+ WHERE q.locktype OPERATOR(pg_catalog.=) 'advisory'
+   AND q.objsubid OPERATOR(pg_catalog.=) 17990
+   AND q.database OPERATOR(pg_catalog.=)
+		 (SELECT d.oid FROM pg_catalog.pg_database AS d
+		   WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database());
+
+COMMENT ON VIEW fencing_monitor.waiters IS
+	'Backends waiting in lease_acquire, semaphore_acquire or election_campaign: the lease, and whether the backend is the head of its queue';
+
+GRANT SELECT ON fencing_monitor.stats, fencing_monitor.stats_info,
+	fencing_monitor.wait_histogram, fencing_monitor.lease_status,
+	fencing_monitor.waiters TO pg_monitor;

@@ -183,7 +183,7 @@ inner() {
 			Q -c "DO \$\$ BEGIN
 					WHILE NOT EXISTS (SELECT FROM pg_stat_activity
 									   WHERE query LIKE '%election_observe(''wake''%'
-										 AND wait_event = 'Extension') LOOP
+										 AND wait_event IN ('Extension', 'FencingLeaseWait')) LOOP
 						PERFORM pg_sleep(0.001); PERFORM pg_stat_clear_snapshot();
 					END LOOP; END \$\$"
 			if [ $kind = resign ]; then

@@ -56,6 +56,19 @@
  *                   rule before band entries): the same for one failover,
  *                   and BROKEN with FAILOVERS=2, where S2 gets S1's
  *                   timeline ID and spin finds a P2 violation.
+ *   CLOCK_FLOOR     (CLOCK_BANDS) the clock floor of src/token.c: a token
+ *                   drawn while the counter lags the node's clock by more
+ *                   than W units raises the counter to the clock first
+ *                   (not a band entry).
+ *   RESUME          (CLOCK_BANDS, FAILOVERS=1) the primary P is frozen
+ *                   instead of dying: S1 is promoted meanwhile, then S1's
+ *                   branch is discarded and P resumes, still primary, with
+ *                   its own state and no band entry, at least a tick after
+ *                   S1's last token.  The resource, outside the database,
+ *                   keeps what S1's holders wrote.  With CLOCK_FLOOR it
+ *                   passes; without it (the rule before the floor) P goes
+ *                   on below S1's tokens and spin finds a P2 violation.
+ *   W=n             (CLOCK_FLOOR) the lag allowed, in units; W < U.
  *   SKEW=n          (CLOCK_BANDS) S2's clock runs n units behind.  Safe
  *                   while n is less than the gap between two band entries
  *                   (one tick, U units) minus the tokens issued in it (R);
@@ -98,6 +111,9 @@
 #ifndef SKEW
 #define SKEW	0	/* S2's clock runs this many units behind */
 #endif
+#ifndef W
+#define W		1	/* CLOCK_FLOOR: the counter may lag the clock by W units */
+#endif
 #ifndef MAXGRANTS
 #define MAXGRANTS 3	/* successful acquires in one run, at most 6 */
 #endif
@@ -124,14 +140,28 @@ byte bstart = 1;	/* the band is entered at each failover */
 #endif
 byte entry;			/* tick of the band entry */
 byte tl;			/* timeline; only TIMELINE_BANDS uses it */
+byte rbase;			/* the counter's floor at the last band entry or raise */
+byte rtick;			/* and the tick then */
 
 /* wall clock of a node, in units, at band entry */
 #define CLK(n)		(U * (clock + 1) - ((n) == 2 -> SKEW : 0))
+#ifdef CLOCK_FLOOR
+/* the next token draws behind the clock by more than W: a raise first */
+#define RAISE		(bstart != 0 && counter + 1 + W < CLK(node))
+#else
+#define RAISE		false
+#endif
 #ifdef CLOCK_BANDS
-/* the rate assumption: at most R tokens per tick since the band entry */
-#define CAN_ISSUE	(bstart == 0 || counter + 1 <= bstart + R * (clock - entry))
-/* promotions are at least a tick after the dead primary's band entry */
-#define MAY_FAIL_OVER	(bstart == 0 || clock > entry)
+/*
+ * the rate assumption: at most R tokens per tick since the band entry or
+ * the raise that set the counter's floor
+ */
+#define CAN_ISSUE	(bstart == 0 || RAISE || counter + 1 <= rbase + R * (clock - rtick))
+/*
+ * promotions are at least a tick after the dead primary's band entry or
+ * raise (the tick it last set its counter from its clock)
+ */
+#define MAY_FAIL_OVER	(bstart == 0 || clock > rtick)
 #else
 /* LF002 at the end of the timeline's band */
 #define CAN_ISSUE	(counter < (tl + 1) * BANDSZ)
@@ -163,6 +193,15 @@ Copy r[2];			/* r[0]: S1, r[1]: S2 */
 #define COPY_COUNTER(i)	skip
 #endif
 byte failovers;
+#ifdef RESUME
+Copy fz;			/* P's own state, frozen: its lease row and counter */
+byte fz_bstart;
+byte fz_entry;
+byte fz_rbase;
+byte fz_rtick;
+bool resumed;
+byte lastissue;		/* ghost: tick of the last token issued */
+#endif
 
 /* the resource: one item with its fence column; 0 = NULL */
 byte fence;
@@ -276,6 +315,13 @@ active proctype server()
 		 */
 		atomic {
 			failovers < FAILOVERS && MAY_FAIL_OVER ->
+#ifdef RESUME
+			/* P does not die: it freezes with its state */
+			fz.holder = l_holder; fz.token = l_token; fz.expires = l_expires;
+			fz.counter = counter; fz.tl = tl;
+			fz_bstart = bstart; fz_entry = entry;
+			fz_rbase = rbase; fz_rtick = rtick;
+#endif
 			l_holder = r[failovers].holder; l_token = r[failovers].token;
 			l_expires = r[failovers].expires;
 #if FAILOVERS > 1 || defined(CLOCK_BANDS) || defined(TOKEN_ROLLBACK)
@@ -302,6 +348,25 @@ active proctype server()
 			r[node - 1].expires = 0; r[node - 1].counter = 0;
 			r[node - 1].tl = 0
 		}
+#ifdef RESUME
+	::
+		/*
+		 * S1's branch is discarded; P resumes, still primary, with the state
+		 * it froze with: no promotion, no band entry.  Real time passes
+		 * between S1's last token and P's first after the resume: a tick.
+		 */
+		atomic {
+			failovers == 1 && node == 1 && !resumed && clock > lastissue ->
+			l_holder = fz.holder; l_token = fz.token; l_expires = fz.expires;
+			counter = fz.counter; tl = fz.tl;
+			bstart = fz_bstart; entry = fz_entry;
+			rbase = fz_rbase; rtick = fz_rtick;
+			node = 0;
+			resumed = true;
+			printf("MSC: t=%d S1 is stopped, P resumes: the lease row is back to token %d, counter %d\n",
+				   clock, l_token, counter)
+		}
+#endif
 	:: failovers >= FAILOVERS -> break
 	od
 }
@@ -324,7 +389,18 @@ inline enter_band()
 		:: else
 		fi;
 		entry = clock;
+#ifdef CLOCK_BANDS
+		rbase = bstart; rtick = clock;
+#endif
 		printf("MSC: t=%d node %d enters a band at %d\n", clock, node, bstart)
+#ifdef CLOCK_FLOOR
+	:: RAISE ->
+		/* the clock floor: the next token is the node's clock */
+		counter = CLK(node) - 1;
+		rbase = CLK(node); rtick = clock;
+		printf("MSC: t=%d node %d raises its counter to the clock: next token %d\n",
+			   clock, node, rbase)
+#endif
 	:: else
 	fi
 }
@@ -384,6 +460,9 @@ end_idle:
 		ngrants < MAXGRANTS && TAKEABLE(me) && CAN_ISSUE ->
 		enter_band();
 		counter++;				/* fencing_issue_token(), flushed */
+#ifdef RESUME
+		lastissue = clock;
+#endif
 		if
 		:: true ->
 			printf("MSC: t=%d worker %c acquires: token %d, expires at %d\n",

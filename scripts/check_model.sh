@@ -42,8 +42,10 @@ checks=(
 	"three_workers|pass|-DNW=3 -DFAILOVERS=0 -DMAXGRANTS=4|strict fence_check, 3 workers, 4 grants, no failover"
 	"no_fence|P1|-DNO_FENCE -DFAILOVERS=0|BROKEN: no fence; the pause comes between lease_check and the write"
 	"no_fence_failover|P1|-DNO_FENCE|BROKEN: no fence, with a failover that loses the WAL tail"
-	"double_failover|pass|-DCLOCK_BANDS -DFAILOVERS=2 -DSKEW=2 -DNW=1 -DTMAX=3|band entries at the node's clock: two failovers, S2 may never have seen S1's (or any) WAL, its clock 2 units behind (less than the gap minus the tokens issued in it)"
-	"clock_skew|P2|-DCLOCK_BANDS -DFAILOVERS=2 -DSKEW=4 -DNW=1 -DTMAX=3|BROKEN: band entries at the node's clock, S2's clock a whole gap between promotions behind"
+	"double_failover|pass|-DCLOCK_BANDS -DCLOCK_FLOOR -DFAILOVERS=2 -DSKEW=2 -DNW=1 -DTMAX=3|band entries at the node's clock, and the clock floor: two failovers, S2 may never have seen S1's (or any) WAL, its clock 2 units behind (less than the gap minus the tokens issued in it)"
+	"clock_skew|P2|-DCLOCK_BANDS -DCLOCK_FLOOR -DFAILOVERS=2 -DSKEW=4 -DNW=1 -DTMAX=3|BROKEN: band entries at the node's clock, S2's clock a whole gap between promotions behind"
+	"resume|pass|-DCLOCK_BANDS -DCLOCK_FLOOR -DRESUME -DNW=2 -DTMAX=3|the clock floor: P frozen, S1 promoted and issuing, S1's branch discarded, P resumes as primary without a promotion; 2 workers"
+	"resume_no_floor|P2|-DCLOCK_BANDS -DRESUME -DNW=2 -DTMAX=3|BROKEN: the rule before the clock floor: the resumed P goes on below S1's tokens"
 	"timeline_double_failover|P2|-DFAILOVERS=2 -DNW=1 -DTMAX=3|BROKEN: the rule before band entries, band = timeline: S2 gets S1's timeline ID and reissues its tokens"
 	"token_rollback|P2|-DTOKEN_ROLLBACK|BROKEN: plain sequence, no timeline band; failover takes the counter back"
 	"token_rollback_p3|P3|-DTOKEN_ROLLBACK -DSKIP_P2|BROKEN: the same with P2 not asserted: P3 catches it"
@@ -59,6 +61,7 @@ checks=(
 if [ "${FENCING_MODEL_DEEP:-0}" = 1 ]; then
 	checks=(
 		"three_workers_failover|pass|-DNW=3|deep: strict fence_check, 3 workers, 1 failover"
+		"resume_tmax4|pass|-DCLOCK_BANDS -DCLOCK_FLOOR -DRESUME -DNW=2|deep: the resumed primary, the clock runs to 4"
 		"lease_ignored|pass|-DLEASE_IGNORED|deep: acquire always succeeds; the fence alone keeps P1-P3"
 		"semaphore_grants3|pass|-DMAXGRANTS=3|deep: semaphore, acquires start while fewer than 3 grants|semaphore.pml"
 		"semaphore_tmax3|pass|-DTMAX=3|deep: semaphore, the clock runs to 3|semaphore.pml"

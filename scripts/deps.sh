@@ -14,6 +14,7 @@ FENCING_DEB_PACKAGES=(
 	"postgresql-server-dev-$FENCING_PG_MAJOR"
 	postgresql-common
 	libipc-run-perl
+	libio-pty-perl
 	libkrb5-dev
 	python3-psycopg2
 	pgbouncer
@@ -27,9 +28,12 @@ FENCING_DEB_PACKAGES=(
 	etcd-server
 	etcd-client
 	libfaketime
+	gdb
 	bison flex libssl-dev zlib1g-dev bzip2 xz-utils
 	liblz4-dev
 	libzstd-dev
+	prometheus-postgres-exporter
+	prometheus
 )
 # Node.js for examples/node (t/063_clients.pl).  A nodejs that bundles its
 # own npm (NodeSource's) conflicts with Debian's npm package: ask for
@@ -57,8 +61,10 @@ fencing_install_deps() {
 	(
 		flock 8
 		# etcd-server and patroni come with services that would start a
-		# system-wide etcd (on port 2379) and a Patroni: the tests start
-		# their own, so no service may start during the installation.
+		# system-wide etcd (on port 2379) and a Patroni, and so do
+		# prometheus and prometheus-postgres-exporter (ports 9090, 9187):
+		# the tests start their own, so no service may start during the
+		# installation.
 		local policy=
 		if [ ! -e /usr/sbin/policy-rc.d ]; then
 			policy=/usr/sbin/policy-rc.d
@@ -73,13 +79,15 @@ fencing_install_deps() {
 		# and none at the next boot either (systemd only; never stopped
 		# here: whatever runs was started by someone else)
 		if [ -d /run/systemd/system ]; then
-			systemctl disable etcd.service patroni.service >/dev/null 2>&1 || true
+			systemctl disable etcd.service patroni.service prometheus.service \
+				prometheus-postgres-exporter.service >/dev/null 2>&1 || true
 		fi
 		exit $rc
 	) 8>>/tmp/fencing-apt.lock
 }
 
 # libkrb5-dev: the server's libpq-be.h includes <gssapi/gssapi.h>.
+# libio-pty-perl: IPC::Run's pseudo-terminals (t/065_fencing_lock.pl).
 # pgbouncer: the transaction-pooling tests.  spin: the protocol model.
 # dpkg-dev, debhelper, postgresql-server-dev-all (pg_buildext, the pgxs_loop
 # debhelper sequence): the Debian package test, t/060_debian_package.pl.
@@ -89,10 +97,14 @@ fencing_install_deps() {
 # cluster on etcd (the test runs its own etcd and Patroni processes; the
 # packaged services are never started).  libfaketime: its skewed-clock member,
 # and the skewed clocks of t/013_clock_skew.pl and t/014_token_epoch.pl.
+# gdb: t/016_band_check_race.pl stops a backend at a breakpoint.
 # bison, flex, libssl-dev, zlib1g-dev, bzip2, xz-utils: the PostgreSQL
 # servers that scripts/pg_server.sh builds for the version matrix.
 # liblz4-dev, libzstd-dev: building Citus (scripts/citus.sh, t/071_citus.pl),
 # configured --without-libcurl.
+# prometheus-postgres-exporter: t/090_prometheus.pl runs it against a test
+# cluster with contrib/prometheus/queries.yaml; prometheus: its promtool
+# checks contrib/prometheus/alerts.yaml (neither service is started).
 
 # Build with warnings as errors and install into the server's directories.
 # Server headers trip -Wunused-parameter, so that one warning stays off.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # matrix.sh: build fencing against every supported PostgreSQL major and run
 # pg_regress, the isolation specs and the token-guarantee TAP tests
-# (test/matrix/tap_tests) on each.
+# (test/matrix/tap_tests) on each; fencing-lock is built by the same make
+# and must run.
 #
 #   sudo scripts/matrix.sh               # 13 14 15 16 17 18
 #   sudo scripts/matrix.sh 13 17         # some majors
@@ -126,6 +127,16 @@ run_major() {
 		[ -n "${FENCING_MATRIX_KEEP:-}" ] || rm -rf "$root"
 		return 0
 	fi
+	# fencing-lock, built by the same make: installed, and it runs with the
+	# libpq it was linked against
+	if ! "$pgbin/fencing-lock" --version >>"$root/build.log" 2>&1; then
+		cat "$root/build.log"
+		echo "!! matrix: PostgreSQL $m: fencing-lock was not installed or does not run"
+		echo "0 1 1 $m BUILD FAILED (fencing-lock)" >"$result"
+		[ -n "${FENCING_MATRIX_KEEP:-}" ] || rm -rf "$root"
+		return 0
+	fi
+	line="$line fencing-lock $(ldd "$pgbin/fencing-lock" | sed -n 's/^[[:space:]]*libpq\.so[^ ]* => \([^ ]*\).*/\1/p' | sed "s|^$root/pg/|(this major's) |");"
 	chown -R postgres:postgres "$root"
 	major_passed=0
 	major_failed=0

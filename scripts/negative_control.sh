@@ -17,6 +17,11 @@
 #                             band, lease rows from replication apply unseen
 #                             (double failover, logical switchover, lost
 #                             tail, clock skew tests)
+#   FENCING_NO_CLOCK_FLOOR    the token source of 83fed51: the counter is
+#                             not raised to the clock between band entries
+#                             and tokens above it are not refused (the
+#                             primary that resumes after a freeze,
+#                             t/015_resumed_primary.pl)
 #
 #   sudo scripts/negative_control.sh
 #   NEGATIVE_VARIANTS=FENCING_NO_DURABLE_FENCE sudo scripts/negative_control.sh
@@ -30,11 +35,12 @@ declare -A variant_tests=(
 	[FENCING_PLAIN_NEXTVAL]="t/001_crash.pl t/002_promotion.pl t/003_pitr.pl t/004_dump_restore.pl t/006_restore_same_db.pl"
 	[FENCING_NO_DURABLE_FENCE]="t/008_durable_fence.pl"
 	[FENCING_TIMELINE_BANDS]="t/010_double_failover.pl t/011_logical_switchover.pl t/012_lost_tail.pl t/013_clock_skew.pl t/070_patroni.pl"
+	[FENCING_NO_CLOCK_FLOOR]="t/015_resumed_primary.pl"
 )
 # t/070_patroni.pl against a variant: its epoch scenario alone, a double
 # failover under Patroni (about 35 s; it stops at the first broken check)
 export FENCING_PATRONI_SCENARIOS=${FENCING_PATRONI_SCENARIOS:-epoch}
-variants=${NEGATIVE_VARIANTS:-"FENCING_PLAIN_NEXTVAL FENCING_NO_DURABLE_FENCE FENCING_TIMELINE_BANDS"}
+variants=${NEGATIVE_VARIANTS:-"FENCING_PLAIN_NEXTVAL FENCING_NO_DURABLE_FENCE FENCING_TIMELINE_BANDS FENCING_NO_CLOCK_FLOOR"}
 pgbin=/usr/lib/postgresql/$FENCING_PG_MAJOR
 
 root=$(mktemp -d /tmp/fencing-negative.XXXXXX)

@@ -2,10 +2,9 @@
 -- Bad input (a): NULL in each argument of each function.
 --
 -- A NULL argument is an error (22004) raised before anything changes,
--- with two deliberate exceptions: the fence argument of fence_check,
+-- with one deliberate exception: the fence argument of fence_check,
 -- fence_allows and fence_advance, where NULL means "never written with a
--- token", and allow_same of fence_advance, where NULL counts as false
--- (the stricter choice).  next_token() takes no argument.  fence_guard's
+-- token".  next_token() takes no argument.  fence_guard's
 -- arguments are trigger arguments, which cannot be NULL: NULL in CREATE
 -- TRIGGER is the string 'null'.
 --

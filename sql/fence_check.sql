@@ -1,5 +1,10 @@
 -- fencing.fence_check(fence, token): true iff fence IS NULL OR fence < token
--- Pure function: spends no token and reads no table.
+-- It spends no token and writes nothing; a true answer refuses a token
+-- from before this database's band (LF005, resource_fence_check).
+-- Literal tokens here stand for another cluster's: this database issues
+-- tokens too, so it turns off the refusal of tokens from before its band
+-- (fencing.refuse_old_band, docs/tokens.md).
+SET fencing.refuse_old_band = off;
 \i sql/include/try.sql
 
 -- the truth table, including the bigint edges

@@ -4,7 +4,7 @@
 -- the extension's own check): a misspelt name is an error, never a
 -- placeholder that fence_guard would not read.
 --
-SELECT fencing.fence_check(1, 2) AS library_loaded;
+SELECT fencing.fence_check(2, 1) IS NOT NULL AS library_loaded;
 SET fencing.tokens = '33';
 \echo :SQLSTATE
 SET fencing.Tokens TO '33';
@@ -48,7 +48,10 @@ SHOW fencing_other.x;
 CREATE TABLE guc_prefix_t (id int PRIMARY KEY, v text, fence bigint);
 CREATE TRIGGER guard BEFORE INSERT OR UPDATE OR DELETE ON guc_prefix_t
     FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard('fence', 'allow_unfenced');
+-- (a literal token, as another cluster's: docs/tokens.md)
+SET fencing.refuse_old_band = off;
 INSERT INTO guc_prefix_t VALUES (1, 'one', 40);
+RESET fencing.refuse_old_band;
 CREATE FUNCTION pg_temp.misspelt(name text, write text) RETURNS text
 LANGUAGE plpgsql AS $$
 BEGIN

@@ -11,13 +11,16 @@
 SET fencing.tkn = '33';
 \echo :SQLSTATE
 -- the first fencing call loads the library
-SELECT fencing.fence_check(1, 2) AS loaded;
+SELECT fencing.fence_check(2, 1) IS NOT NULL AS loaded;
 SHOW fencing.tkn;
 \echo :SQLSTATE
 CREATE TABLE guc_preload_t (id int PRIMARY KEY, v text, fence bigint);
 CREATE TRIGGER guard BEFORE INSERT OR UPDATE OR DELETE ON guc_preload_t
     FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard('fence');
+-- (a literal token, as another cluster's: docs/tokens.md)
+SET fencing.refuse_old_band = off;
 INSERT INTO guc_preload_t VALUES (1, 'one', 33);
+RESET fencing.refuse_old_band;
 UPDATE guc_preload_t SET v = 'unfenced' WHERE id = 1;
 \echo :SQLSTATE
 -- a declared token is used as always

@@ -124,7 +124,7 @@ SELECT q, pg_temp.try(q) AS result
 	($$SELECT fencing.lease_release('err', pg_temp.te())$$),
 	($$SELECT fencing.lease_check('err', pg_temp.te())$$),
 	($$SELECT fencing.next_token()$$),
-	($$SELECT fencing.fence_check(1, 2)$$)
+	($$SELECT fencing.fence_check(1, pg_temp.te())$$)
   ) AS v(q);
 COMMIT;
 -- and plainly, the SQLSTATE as a client sees it

@@ -61,9 +61,17 @@ SELECT fencing.lease_acquire('lw_a', 'D', '1 min') AS d1 \gset
 SELECT reason, successor = :d1 AS successor_d1 FROM fencing.lease_watch('lw_a', :c1);
 SELECT takeover FROM fencing.lease_status WHERE name = 'lw_a';
 
--- a name or token never seen: unknown
-SELECT * FROM fencing.lease_watch('lw_none', :d1 + 1000);
-SELECT * FROM fencing.lease_watch('lw_a', :d1 + 1000);
+-- a name or token never seen: unknown (a token issued here, but to no
+-- lease of that name)
+SELECT fencing.next_token() AS spare \gset
+SELECT * FROM fencing.lease_watch('lw_none', :d1);
+SELECT * FROM fencing.lease_watch('lw_a', :spare);
+-- a token above every token this database issued: another history issued
+-- it, which LF005 refuses (fence_check here) as lost at failover; so does
+-- lease_watch
+SELECT :spare + 1000000000 AS alien \gset
+SELECT * FROM fencing.lease_watch('lw_a', :alien);
+SELECT left(r.result, 6) AS fence_check FROM pg_temp.run($$SELECT fencing.fence_check(NULL, $$ || :alien || $$)$$) AS r;
 
 -- semaphore slots: each token has its own fate
 SELECT fencing.semaphore_acquire('lw_sem', 'E', 2, '1 min') AS e1 \gset

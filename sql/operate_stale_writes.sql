@@ -20,7 +20,8 @@ CREATE TABLE op_sw_plain (id int PRIMARY KEY, v text, fence bigint);
 INSERT INTO op_sw_guarded VALUES (1, 'new', :t_new), (2, 'new', :t_new), (3, 'new', :t_new);
 INSERT INTO op_sw_plain VALUES (1, 'new', :t_new), (2, 'new', :t_new);
 
--- writes that are allowed count nothing
+-- writes that are allowed count nothing; the same fence again leaves the
+-- fence as it was, so it carries no token (LF004), which counts nothing either
 UPDATE op_sw_guarded SET v = 'new again', fence = :t_new WHERE id = 1;
 BEGIN;
 SET LOCAL fencing.token = :t_new;

@@ -2,13 +2,18 @@
 -- The resource side, WHERE-clause predicates:
 --   fencing.fence_check(fence, token)  = fence IS NULL OR fence <  token
 --   fencing.fence_allows(fence, token) = fence IS NULL OR fence <= token
--- A NULL token raises 22004, a token <= 0 raises 22023.
+-- A NULL token raises 22004, a token <= 0 raises 22023.  A true answer
+-- for a token from before this database's band raises LF005 (at the end).
 --
 -- Error lines show message, DETAIL and HINT but no LOCATION; the SQLSTATE
 -- of every failing statement is echoed right after it (:SQLSTATE is reset
 -- to 00000 by a statement that succeeds).
 \set VERBOSITY default
 \set SHOW_CONTEXT never
+-- Literal tokens here stand for another cluster's: this database issues
+-- tokens too, so it turns off the refusal of tokens from before its band
+-- (fencing.refuse_old_band, docs/tokens.md).
+SET fencing.refuse_old_band = off;
 
 -- catalog properties of the resource-side functions: the predicates are
 -- immutable, fence_advance and expect_rows volatile (never folded on
@@ -156,3 +161,33 @@ DEALLOCATE resource_fc_select;
 DEALLOCATE resource_fc_update;
 DEALLOCATE resource_fa_update;
 DROP TABLE resource_fc_idx;
+
+-- Tokens from before this database's band (issue 23, item 11): a lease
+-- lost at failover is refused here too, as by fence_advance: where the
+-- answer would be true the predicate raises LF005 instead; where it is
+-- false (the row was written by a newer token) it stays false.
+\set VERBOSITY sqlstate
+RESET fencing.refuse_old_band;
+SELECT fencing.next_token() AS before_band \gset
+SELECT fencing.advance_tokens();
+SELECT fencing.next_token() AS in_band \gset
+CREATE TABLE resource_fc_band (id int PRIMARY KEY, v text NOT NULL, fence bigint);
+INSERT INTO resource_fc_band VALUES (1, 'never written', NULL), (2, 'in band', :in_band);
+SELECT fencing.fence_check(NULL, :before_band);
+\echo :SQLSTATE
+SELECT fencing.fence_allows(NULL, :before_band);
+\echo :SQLSTATE
+SELECT fencing.fence_check(:in_band, :before_band) AS check_newer_row,
+	   fencing.fence_allows(:in_band, :before_band) AS allows_newer_row;
+UPDATE resource_fc_band SET v = 'old band', fence = :before_band
+ WHERE id = 1 AND fencing.fence_check(fence, :before_band);
+\echo :SQLSTATE
+UPDATE resource_fc_band SET v = 'old band', fence = :before_band
+ WHERE fencing.fence_allows(fence, :before_band);
+\echo :SQLSTATE
+UPDATE resource_fc_band SET v = 'in band again', fence = :in_band
+ WHERE id = 2 AND fencing.fence_allows(fence, :in_band);
+SELECT id, v, fence = :in_band AS fenced_in_band FROM resource_fc_band ORDER BY id;
+DROP TABLE resource_fc_band;
+SET fencing.refuse_old_band = off;
+\set VERBOSITY default

@@ -153,6 +153,31 @@ SELECT count(*) AS objects_in_schema_fencing_not_from_the_extension
  WHERE c.relnamespace = 'fencing'::regnamespace AND d.objid IS NULL
    AND c.relkind IN ('r', 'S', 'v');
 
+-- Issue 23, item 12 (superuser only): fencing._leases_restored() attached
+-- to another table, or fired otherwise than BEFORE ROW INSERT or UPDATE on
+-- fencing.leases, refuses to fire (39P01) before it reads the row: a
+-- "token" column of another table (a float8 NaN, a huge bigint) never
+-- becomes the token floor.
+CREATE TABLE sec_f_tokens (token float8);
+CREATE TABLE sec_f_big (token bigint);
+CREATE TABLE sec_f_after (token bigint);
+INSERT INTO sec_f_big VALUES (1);
+CREATE TRIGGER leases_restored BEFORE INSERT ON sec_f_tokens
+	FOR EACH ROW EXECUTE FUNCTION fencing._leases_restored();
+CREATE TRIGGER leases_restored BEFORE INSERT OR UPDATE ON sec_f_big
+	FOR EACH ROW EXECUTE FUNCTION fencing._leases_restored();
+CREATE TRIGGER leases_restored AFTER INSERT ON sec_f_after
+	FOR EACH ROW EXECUTE FUNCTION fencing._leases_restored();
+SELECT q, r.* FROM (VALUES
+	($$INSERT INTO sec_f_tokens VALUES ('NaN')$$),
+	($$INSERT INTO sec_f_tokens VALUES ('9.2e18')$$),
+	($$INSERT INTO sec_f_big VALUES (9223372036854775000)$$),
+	($$UPDATE sec_f_big SET token = 9223372036854775000$$),
+	($$INSERT INTO sec_f_after VALUES (9223372036854775000)$$)
+  ) AS v(q), LATERAL pg_temp.run(q) AS r;
+SELECT fencing.next_token() < 9000000000000000000 AS no_floor_taken;
+DROP TABLE sec_f_tokens, sec_f_big, sec_f_after;
+
 -- every case, and any refused case that changed something
 \i sql/include/case_summary.sql
 SELECT * FROM pg_temp.case_counts();

@@ -214,10 +214,12 @@ RESET ROLE;
 
 -- ---- fencing.token is a claim, not a credential ----
 -- A's table is guarded; B may write it.  B declares the largest token
--- there is: the guard accepts it (it is not stale), and from then on every
--- token A gets is stale for that row.  Writing the fence column directly
--- is the same.  Fencing refuses stale holders; a client with write access
--- that lies about its token is outside what it can prevent.
+-- there is: this database, which issues the tokens, never issued it, so
+-- the guard refuses it (LF005), and A's writes go through.  Writing the
+-- fence column directly is the same.  B could still declare a token that
+-- was issued (tokens are readable): fencing refuses stale holders; a
+-- client with write access that lies about its token is outside what it
+-- can prevent.
 CREATE SCHEMA regress_sec_r_s AUTHORIZATION regress_sec_a;
 SET ROLE regress_sec_a;
 CREATE TABLE regress_sec_r_s.jobs (id int PRIMARY KEY, state text, fence bigint);
@@ -251,7 +253,7 @@ SELECT q, regexp_replace(r.result, 'token \d+ is', 'token N is') AS result, r.ch
   ) AS v(q), LATERAL pg_temp.run(q) AS r;
 COMMIT;
 RESET ROLE;
-SELECT * FROM regress_sec_r_s.jobs ORDER BY id;
+SELECT id, state, fence = :'t_jobs' AS fenced_by_a FROM regress_sec_r_s.jobs ORDER BY id;
 
 -- every case, and any refused case that changed something
 \i sql/include/case_summary.sql

@@ -31,6 +31,7 @@
 #include "utils/timestamp.h"
 
 #include "holder.h"
+#include "stats.h"
 
 /* documented limit on an election's value */
 #define ELECTION_MAX_VALUE_BYTES	8192
@@ -244,6 +245,8 @@ fencing_election_resign(PG_FUNCTION_ARGS)
 
 	if (fencing_run_as_holder(LEASE_RELEASE, &req, NULL) == 0)
 		PG_RETURN_BOOL(false);
+	/* a resignation is a release, and counted as one */
+	fencing_stats_count(FENCING_STAT_RELEASES);
 	fencing_lease_freed(req.name, req.token, "release", NULL);
 	ForceSyncCommit();
 	PG_RETURN_BOOL(true);
@@ -285,7 +288,7 @@ differs_from_known(const ObserveState *o)
 }
 
 static bool
-leadership_changed(void *arg, TimestampTz *until)
+leadership_changed(void *arg, TimestampTz *until, int32 *slot)
 {
 	ObserveState *o = (ObserveState *) arg;
 
@@ -294,6 +297,7 @@ leadership_changed(void *arg, TimestampTz *until)
 		return true;
 	if (o->current.has_leader)
 		*until = o->current.expires_at;
+	*slot = 0;
 	return false;
 }
 

@@ -14,6 +14,14 @@
  * crash after its client was told it succeeded would move the row's fence
  * back, and the stale holder the fence refused would get in.
  *
+ * The three are IMMUTABLE, which Citus needs to send them to its workers
+ * with an UPDATE's SET list, WHERE clause or ON CONFLICT DO UPDATE.  The
+ * planner therefore evaluates a call whose arguments are all constants
+ * once, when it plans the statement, and keeps the result in the plan
+ * (evaluate_function() runs before any support function, so nothing can
+ * stop it).  The checks of such a call must not be skipped by a cached
+ * plan used again in a later transaction: see forget_folded_plans().
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -22,13 +30,20 @@
 #include "access/xlog.h"
 #include "commands/sequence.h"
 #include "miscadmin.h"
+#include "nodes/primnodes.h"
+#include "utils/plancache.h"
 
 #include "resource.h"
+#include "stats.h"
 
 FENCING_FUNCTION(fencing_fence_check);
 FENCING_FUNCTION(fencing_fence_allows);
 FENCING_FUNCTION(fencing_fence_advance);
 FENCING_FUNCTION(fencing_expect_rows);
+
+/* a call was evaluated at plan time in this transaction */
+static bool folded_in_xact = false;
+static bool folded_callback_registered = false;
 
 /*
  * Count a refused stale write.  The refusing transaction rolls back, so the
@@ -46,10 +61,13 @@ fencing_count_stale_write(void)
 	(void) nextval_internal(cat->stale_count_oid, false);
 }
 
+/* fence_guard reports with its table's name, fence_advance without */
 void
 fencing_report_stale(int64 token, int64 fence, const char *relname)
 {
 	fencing_count_stale_write();
+	fencing_stats_count(relname != NULL ? FENCING_STAT_FENCE_GUARD_REFUSALS :
+						FENCING_STAT_FENCE_ADVANCE_REFUSALS);
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCING_STALE_TOKEN),
 			 errmsg("fencing token %lld is stale", (long long) token),
@@ -84,18 +102,97 @@ fencing_fenced_write_durable(void)
 }
 
 /*
- * fence_check(fence, token): fence IS NULL OR fence < token.  A true answer
- * lets the row be written with the token, so the write is made durable.
+ * At the end of a transaction that evaluated one of our functions at plan
+ * time, invalidate every cached plan of this backend, as DISCARD PLANS
+ * does: prepared statements, PL/pgSQL's and SQL functions' plans.  The
+ * next execution of a plan that folded the call plans again, in its own
+ * transaction, and so runs the call again there, with its band check and
+ * its forced synchronous commit.  Within the transaction that folded it,
+ * the call's effects already hold.  Calls with the row's fence column as
+ * an argument are never folded and never get here.
  */
+static void
+forget_folded_plans(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			if (folded_in_xact)
+			{
+				folded_in_xact = false;
+				ResetPlanCache();
+			}
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * Note a call that the planner's constant folding evaluates, for
+ * forget_folded_plans(): only a call whose arguments are all constants is
+ * folded, and the executor never evaluates such a call itself (the planner
+ * has folded it first).
+ */
+static void
+note_plan_time_call(FunctionCallInfo fcinfo)
+{
+	Node	   *expr = fcinfo->flinfo ? fcinfo->flinfo->fn_expr : NULL;
+	List	   *args;
+	ListCell   *lc;
+
+	if (expr == NULL)
+		return;
+	if (IsA(expr, FuncExpr))
+		args = ((FuncExpr *) expr)->args;
+	else if (IsA(expr, OpExpr))
+		args = ((OpExpr *) expr)->args;
+	else
+		return;
+	foreach(lc, args)
+	{
+		if (!IsA(lfirst(lc), Const))
+			return;
+	}
+	if (!folded_callback_registered)
+	{
+		RegisterXactCallback(forget_folded_plans, NULL);
+		folded_callback_registered = true;
+	}
+	folded_in_xact = true;
+}
+
+/*
+ * A predicate's true answer lets the row be written with the token: a
+ * token from before this database's band is refused there (LF005), as
+ * fence_advance refuses it, and the write is made durable.  A false answer
+ * needs neither: nothing is written.
+ */
+static bool
+predicate_answer(FunctionCallInfo fcinfo, bool allowed, int64 token)
+{
+	note_plan_time_call(fcinfo);
+	if (allowed)
+	{
+		fencing_check_token_band(token);
+		fencing_fenced_write_durable();
+	}
+	return allowed;
+}
+
+/* fence_check(fence, token): fence IS NULL OR fence < token */
 Datum
 fencing_fence_check(PG_FUNCTION_ARGS)
 {
 	int64		token = fencing_token_arg(fcinfo, 1);
-	bool		allowed = PG_ARGISNULL(0) || PG_GETARG_INT64(0) < token;
 
-	if (allowed)
-		fencing_fenced_write_durable();
-	PG_RETURN_BOOL(allowed);
+	PG_RETURN_BOOL(predicate_answer(fcinfo,
+									PG_ARGISNULL(0) || PG_GETARG_INT64(0) < token,
+									token));
 }
 
 /* fence_allows(fence, token): fence IS NULL OR fence <= token */
@@ -103,11 +200,10 @@ Datum
 fencing_fence_allows(PG_FUNCTION_ARGS)
 {
 	int64		token = fencing_token_arg(fcinfo, 1);
-	bool		allowed = PG_ARGISNULL(0) || PG_GETARG_INT64(0) <= token;
 
-	if (allowed)
-		fencing_fenced_write_durable();
-	PG_RETURN_BOOL(allowed);
+	PG_RETURN_BOOL(predicate_answer(fcinfo,
+									PG_ARGISNULL(0) || PG_GETARG_INT64(0) <= token,
+									token));
 }
 
 /*
@@ -123,6 +219,7 @@ fencing_fence_advance(PG_FUNCTION_ARGS)
 
 	fencing_require_arg(fcinfo, 2, "allow_same");
 	allow_same = PG_GETARG_BOOL(2);
+	note_plan_time_call(fcinfo);
 
 	if (!PG_ARGISNULL(0))
 	{

@@ -26,6 +26,7 @@
 #include "fencing.h"
 #include "lease.h"
 #include "resource.h"
+#include "stats.h"
 #include "token.h"
 
 #if PG_VERSION_NUM >= 180000
@@ -73,6 +74,7 @@ _PG_init(void)
 	fencing_lease_init();
 	fencing_events_init();
 	fencing_reserve_guc_prefix();
+	fencing_stats_init();
 }
 
 static Oid

@@ -18,9 +18,11 @@
 /*
  * Has the lease row changed from what the caller waits on?  Reads the row
  * afresh; when it has not changed, *until may say when it changes without
- * a writer (its expiry), as a wall-clock time.
+ * a writer (its expiry), as a wall-clock time, and *slot which row of the
+ * name it waits on (-1: none yet).
  */
-typedef bool (*FencingRowChanged) (void *arg, TimestampTz *until);
+typedef bool (*FencingRowChanged) (void *arg, TimestampTz *until,
+								   int32 *slot);
 
 extern int64 fencing_watch_wait_arg(FunctionCallInfo fcinfo, int argno);
 extern void fencing_wait_for_change(text *name, int64 wait_usecs,

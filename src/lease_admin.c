@@ -17,6 +17,7 @@
 #include "utils/timestamp.h"
 
 #include "lease.h"
+#include "stats.h"
 
 FENCING_FUNCTION(fencing_lease_force_release);
 FENCING_FUNCTION(fencing_lease_purge);
@@ -58,6 +59,7 @@ fencing_lease_force_release(PG_FUNCTION_ARGS)
 				 errdetail("Holder \"%s\" with token %lld lost the lease.",
 						   res.holder, (long long) res.token)));
 		fencing_lease_freed(req.name, res.token, "force_release", res.holder);
+		fencing_stats_count(FENCING_STAT_FORCE_RELEASES);
 		released = true;
 	}
 	if (released)

@@ -32,6 +32,18 @@
  *	  entry: the earlier band's tokens then stay below the later band's
  *	  start.  Tokens stay below 2^53 (exact in JSON) until the year 2255.
  *
+ * 3. The clock floor (clock mode).  Between band entries the counter never
+ *	  lags the wall clock by more than fencing.max_clock_lag (10 ms): a draw
+ *	  further behind raises the counter to the clock first (raise_to_clock),
+ *	  at most once per max_clock_lag of real time.  So a primary that was
+ *	  frozen while a standby was promoted and issued tokens, and whose
+ *	  history then went on instead of the standby's (a paused VM, an HA
+ *	  manager that hands the role back), issues above the standby's tokens
+ *	  without a promotion of its own.  A raise is not a band entry: tokens
+ *	  issued before it stay valid.  A token above the counter was issued by
+ *	  no token source of this history, and is refused like one from before
+ *	  the band.
+ *
  *	  With fencing.epoch_file set, the floor comes from an epoch the HA
  *	  manager writes from its consensus store before promoting, and no clock
  *	  is involved: epoch e owns the tokens [e << 40, (e + 1) << 40).  A band
@@ -48,7 +60,7 @@
  *	fencing.token_origin	hash of (system identifier, database OID) of the
  *							database that entered the band; 0: an entry is
  *							pending (dumped)
- *	fencing.token_band		epoch << 32 | timeline of the band (not dumped)
+ *	fencing.token_band		epoch << 32 | timeline of the band (dumped)
  *	fencing.token_witness	LSN of token_origin's page as we last wrote it
  *							(not dumped)
  *
@@ -58,13 +70,17 @@
  * witness, which no dump carries.  Either way the next token enters a band.
  *
  * A band entry marks token_origin pending, then writes counter, base,
- * band, origin and witness in that order, one entry at a time, and
- * flushes WAL before any token of the band is returned.  Issuers take no
- * lock: one that sees token_origin's page change across its nextval()
- * draws again (see verify_band).  A crash or a standby's copy that
- * stops part-way leaves a state that enters a band again.  Each backend
- * remembers the band it verified, its timeline and token_origin's page
- * LSN; anything that moves the state rewrites that page.
+ * band, origin and witness in that order, and flushes WAL before any
+ * token of the band is returned; a raise marks token_origin with its own
+ * value, then writes counter and witness.  Writers hold the band lock
+ * exclusively, one at a time.  Issuers take no lock: one that sees
+ * token_origin's page change across its nextval() draws again (see
+ * verify_band).  A crash or a standby's copy that stops part-way leaves a
+ * state that enters a band again.  Each backend remembers the band it
+ * verified, its timeline and token_origin's page LSN; anything that moves
+ * the state rewrites that page, and a backend reads the state under the
+ * band lock (shared), so it never pairs a half-written state with the LSN
+ * that follows it.
  *
  * Tokens issued before the current band entry may have fenced data that
  * the new band's history does not have (an asynchronous failover loses the
@@ -80,11 +96,11 @@
 #include "access/relation.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/pg_class.h"
 #include "commands/extension.h"
 #include "commands/sequence.h"
 #include "common/hashfn.h"
 #include "datatype/timestamp.h"
-#include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "storage/fd.h"
@@ -95,6 +111,7 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
+#include "stats.h"
 #include "token.h"
 
 /* epoch e owns [e << EPOCH_SHIFT, (e + 1) << EPOCH_SHIFT) */
@@ -108,6 +125,20 @@
 #ifdef FENCING_TIMELINE_BANDS
 /* the old rule, for the negative control only: band = timeline + K */
 #define OLD_BAND_BITS		44
+#endif
+
+/*
+ * Clock mode: a token lags the wall clock by at most fencing.max_clock_lag.
+ * A draw further behind raises the counter to the clock first
+ * (raise_to_clock): one raise per max_clock_lag of real time at most,
+ * whatever the rate.
+ */
+#define CLOCK_LAG_USECS		((int64) max_clock_lag_ms * 1000)
+#ifndef FENCING_NO_CLOCK_FLOOR
+#define CLOCK_FLOOR			true
+#else
+/* negative control only: 83fed51's token source, no floor between bands */
+#define CLOCK_FLOOR			false
 #endif
 
 /* why a band is entered */
@@ -140,6 +171,8 @@ static struct
 	bool		pending;		/* a new timeline awaits its band */
 	int64		start;
 	int64		end;			/* tokens stay below */
+	bool		clock_band;		/* the band follows the wall clock */
+	int64		counter_seen;	/* the counter was at least this */
 }			verified;
 
 /* a floor this backend recorded for arrived history, and the LSN then */
@@ -149,6 +182,7 @@ static XLogRecPtr arrived_lsn = InvalidXLogRecPtr;
 /* GUCs */
 static char *epoch_file = NULL;
 static bool refuse_old_band = true;
+static int	max_clock_lag_ms = 10;
 
 FENCING_FUNCTION(fencing_next_token);
 FENCING_FUNCTION(fencing_bind_token_origin);
@@ -167,6 +201,19 @@ fencing_token_init(void)
 							   PGC_SIGHUP,
 							   0,
 							   NULL, NULL, NULL);
+	DefineCustomIntVariable("fencing.max_clock_lag",
+							"How far the token counter may fall behind the wall clock in clock mode.",
+							"A token drawn further behind raises the counter to the clock first, so that "
+							"a primary that resumes after a freeze issues above the tokens of a member "
+							"promoted meanwhile. Each raise flushes WAL; there is at most one per this "
+							"interval.",
+							&max_clock_lag_ms,
+							10,
+							1,
+							INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
 	DefineCustomBoolVariable("fencing.refuse_old_band",
 							 "Refuse tokens issued before this database's last band entry.",
 							 "Turn off where this database also guards resources with tokens of another cluster.",
@@ -250,39 +297,58 @@ set_sequence(Oid seqoid, int64 value)
 						BoolGetDatum(true));
 }
 
-static int64
-spi_int8_column(int col)
+/*
+ * The band lock.  Whoever writes the token state (a band entry, a raise,
+ * arrived history) holds it exclusively from its mark to its last write;
+ * whoever caches what it reads holds it shared, so that it never pairs a
+ * state half written with the page LSN that marks it.  Not a lock on a
+ * sequence: setval() holds RowExclusiveLock on those to transaction end.
+ */
+static void
+lock_token_state(const FencingCatalog *cat, LOCKMODE mode)
 {
-	bool		isnull;
-	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-								  col, &isnull);
-
-	return isnull ? 0 : DatumGetInt64(d);
+	LockDatabaseObject(RelationRelationId, cat->token_base_oid, 0, mode);
 }
 
-/* Current values of the token sequences; an unused counter reads 0. */
+static void
+unlock_token_state(const FencingCatalog *cat, LOCKMODE mode)
+{
+	UnlockDatabaseObject(RelationRelationId, cat->token_base_oid, 0, mode);
+}
+
+/* a sequence's last value, 0 before its first nextval() or setval() */
+static int64
+sequence_value(Oid seqoid)
+{
+	LOCAL_FCINFO(fcinfo, 1);
+	Datum		d;
+
+	InitFunctionCallInfoData(*fcinfo, NULL, 1, InvalidOid, NULL, NULL);
+	fcinfo->args[0].value = ObjectIdGetDatum(seqoid);
+	fcinfo->args[0].isnull = false;
+	d = pg_sequence_last_value(fcinfo);
+	return fcinfo->isnull ? 0 : DatumGetInt64(d);
+}
+
+/* the counter's last value, 0 if unused */
+static int64
+read_counter(const FencingCatalog *cat)
+{
+	return sequence_value(cat->token_seq_oid);
+}
+
+/*
+ * Current values of the token sequences; an unused counter reads 0.  The
+ * caller holds the band lock, so no writer of ours is half way.
+ */
 static void
 read_token_state(const FencingCatalog *cat, TokenState *st)
 {
-	int			rc;
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	rc = SPI_execute("SELECT (SELECT CASE WHEN s.is_called THEN s.last_value ELSE 0 END"
-					 "          FROM fencing.token_seq AS s),"
-					 "       (SELECT b.last_value FROM fencing.token_base AS b),"
-					 "       (SELECT o.last_value FROM fencing.token_origin AS o),"
-					 "       (SELECT t.last_value FROM fencing.token_band AS t),"
-					 "       (SELECT w.last_value FROM fencing.token_witness AS w)",
-					 true, 1);
-	if (rc != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not read the fencing token state");
-	st->counter = spi_int8_column(1);
-	st->start = spi_int8_column(2);
-	st->origin = spi_int8_column(3);
-	st->band = spi_int8_column(4);
-	st->witness = spi_int8_column(5);
-	SPI_finish();
+	st->counter = read_counter(cat);
+	st->start = sequence_value(cat->token_base_oid);
+	st->origin = sequence_value(cat->token_origin_oid);
+	st->band = sequence_value(cat->token_band_oid);
+	st->witness = sequence_value(cat->token_witness_oid);
 	st->origin_lsn = sequence_lsn(cat->token_origin_oid);
 }
 
@@ -392,11 +458,13 @@ remember_band(TimeLineID tli, XLogRecPtr origin_lsn, bool issuer,
 	verified.pending = pending;
 	verified.start = start;
 	verified.end = PG_INT64_MAX;
+	verified.clock_band = (epoch == 0);
+	verified.counter_seen = 0;
 #ifndef FENCING_TIMELINE_BANDS
 	if (epoch > 0)
 		verified.end = (epoch + 1) << EPOCH_SHIFT;
 #else
-	(void) epoch;
+	verified.clock_band = false;
 	if ((start >> OLD_BAND_BITS) < (PG_INT64_MAX >> OLD_BAND_BITS))
 		verified.end = ((start >> OLD_BAND_BITS) + 1) << OLD_BAND_BITS;
 #endif
@@ -411,7 +479,14 @@ band_floor(const TokenState *st, BandEntry entry, TimeLineID tli,
 		   int64 floor, int64 *epoch_out)
 {
 	int64		start = Max(st->counter, floor);
-	int64		prev_epoch = BAND_EPOCH(st->band);
+
+	/*
+	 * In epoch mode the counter's epoch is that of the last token issued: a
+	 * state restored without its band (or one switched from clock mode)
+	 * still cannot go back to an epoch it used.
+	 */
+	int64		prev_epoch = Max(BAND_EPOCH(st->band),
+								 st->counter >> EPOCH_SHIFT);
 
 	if (start == PG_INT64_MAX)
 		token_space_exhausted(0);
@@ -472,16 +547,6 @@ band_floor(const TokenState *st, BandEntry entry, TimeLineID tli,
 	}
 }
 
-/* the counter's last value, 0 if unused */
-static int64
-read_counter(const FencingCatalog *cat)
-{
-	TokenState	st;
-
-	read_token_state(cat, &st);
-	return st.counter;
-}
-
 /*
  * Verify the stored band and, if the history may have diverged (or
  * "force"), enter a new one above "floor".  Runs as the owner.
@@ -503,8 +568,21 @@ verify_band(const FencingCatalog *cat, TimeLineID tli, int64 floor,
 	int64		epoch;
 	int64		counter;
 
+	if (!force)
+	{
+		/* usually the band is current: readers need not queue */
+		lock_token_state(cat, ShareLock);
+		read_token_state(cat, &st);
+		unlock_token_state(cat, ShareLock);
+		if (classify(&st, tli) == BAND_CURRENT)
+		{
+			remember_band(tli, st.origin_lsn, true, false, st.start, st.band);
+			return;
+		}
+	}
+
 	/* one band entry at a time; token issuers are not blocked */
-	LockRelationOid(cat->token_base_oid, ShareUpdateExclusiveLock);
+	lock_token_state(cat, ExclusiveLock);
 
 	read_token_state(cat, &st);
 	entry = classify(&st, tli);
@@ -512,7 +590,7 @@ verify_band(const FencingCatalog *cat, TimeLineID tli, int64 floor,
 		entry = BAND_ARRIVED;
 	if (entry == BAND_CURRENT)
 	{
-		UnlockRelationOid(cat->token_base_oid, ShareUpdateExclusiveLock);
+		unlock_token_state(cat, ExclusiveLock);
 		remember_band(tli, st.origin_lsn, true, false, st.start, st.band);
 		return;
 	}
@@ -549,9 +627,56 @@ verify_band(const FencingCatalog *cat, TimeLineID tli, int64 floor,
 	 * Held to transaction end, the lock would stall every other backend's
 	 * band check behind a long transaction, such as a waiting lease_acquire.
 	 */
-	UnlockRelationOid(cat->token_base_oid, ShareUpdateExclusiveLock);
+	unlock_token_state(cat, ExclusiveLock);
 	remember_band(tli, st.origin_lsn, true, false, start,
 				  BAND_VALUE(epoch, tli));
+}
+
+/*
+ * Clock mode: raise the counter to the wall clock, when it lags it by more
+ * than fencing.max_clock_lag.  Without it a primary that was frozen (a
+ * paused VM) while a standby was promoted and issued tokens, and whose
+ * history then went on instead of the standby's, would continue below
+ * those tokens.
+ *
+ * Not a band entry: tokens issued before stay valid, since an idle
+ * database lags the clock just as a frozen one does.  The protocol is a
+ * band entry's: mark token_origin first (setval of the same value: a new
+ * page LSN), then read the counter, so that a value drawn concurrently is
+ * either counted in what we read or discarded by its drawer; setval() then
+ * moves the counter only up.  The witness follows token_origin's new LSN
+ * at once; a crash in between leaves a state that enters a band, which is
+ * safe.
+ */
+static void
+raise_to_clock(const FencingCatalog *cat)
+{
+	int64		clock;
+
+	lock_token_state(cat, ExclusiveLock);
+	/* no other entry or raise since our band was verified */
+	if (sequence_lsn(cat->token_origin_oid) == verified.origin_lsn)
+	{
+		clock = unix_clock_usecs();
+		if (read_counter(cat) < clock - CLOCK_LAG_USECS)
+		{
+			XLogRecPtr	lsn;
+
+			set_sequence(cat->token_origin_oid, database_origin());
+			lsn = sequence_lsn(cat->token_origin_oid);
+			set_sequence(cat->token_witness_oid, (int64) lsn);
+			if (read_counter(cat) < clock)
+				set_sequence(cat->token_seq_oid, clock);
+			verified.origin_lsn = lsn;
+		}
+	}
+	unlock_token_state(cat, ExclusiveLock);
+
+	/*
+	 * No flush here: the token drawn next is flushed up to token_seq's page
+	 * LSN before it is returned (fencing_issue_token), which covers our
+	 * three records, the counter's last.
+	 */
 }
 
 static bool
@@ -625,12 +750,24 @@ fencing_issue_token(void)
 	for (;;)
 	{
 		token = next_counter_value(cat->token_seq_oid);
-		if (sequence_lsn(cat->token_origin_oid) == verified.origin_lsn)
-			break;
-		/* a band entry began meanwhile (see verify_band): draw again */
-		verify_band(cat, tli, 0, false);
+		if (sequence_lsn(cat->token_origin_oid) != verified.origin_lsn)
+		{
+			/* a band entry or a raise began meanwhile: draw again */
+			verify_band(cat, tli, 0, false);
+			continue;
+		}
+		if (CLOCK_FLOOR && verified.clock_band &&
+			token < unix_clock_usecs() - CLOCK_LAG_USECS)
+		{
+			/* behind the clock (idle, or frozen): raise, draw again */
+			raise_to_clock(cat);
+			continue;
+		}
+		break;
 	}
 	fencing_restore_user(&scope);
+	/* this backend's band checks need not read the counter for it */
+	verified.counter_seen = Max(verified.counter_seen, token);
 
 	if (token >= verified.end)
 		token_space_exhausted(verified.end == PG_INT64_MAX ? 0 :
@@ -647,25 +784,30 @@ fencing_next_token(PG_FUNCTION_ARGS)
 }
 
 /*
- * Is "token" from before this database's current band?  Only a database
- * that entered its band itself answers yes: one that never issued a token,
- * or whose state came from elsewhere, compares numbers only.  A new
- * timeline that has not issued a token yet enters its band first: every
- * token of the old history is from before it.  (LF005's condition, as an
- * answer: lease_watch reports it as "lost_at_failover".)
+ * Was "token" lost at a failover, as this database sees it (LF005's
+ * conditions)?  Only a database that entered its band itself can tell:
+ * one that never issued a token, or whose state came from elsewhere,
+ * compares numbers only.
+ *	- TOKEN_BEFORE_BAND: issued before the current band.  A new timeline
+ *	  that has not issued a token yet enters its band first: every token of
+ *	  the old history is from before it.
+ *	- TOKEN_ABOVE_COUNTER (clock floor only): above every token this
+ *	  history issued, so another history issued it.
+ * lease_watch reports both as "lost_at_failover"; fencing_check_token_band
+ * refuses them.
  */
-bool
-fencing_token_before_band(int64 token)
+FencingTokenLoss
+fencing_token_loss(int64 token)
 {
 	const FencingCatalog *cat;
 	FencingOwnerScope scope;
 	TimeLineID	tli;
 
 #if defined(FENCING_TIMELINE_BANDS) || defined(FENCING_PLAIN_NEXTVAL)
-	return false;
+	return TOKEN_NOT_LOST;
 #endif
 	if (!refuse_old_band || RecoveryInProgress())
-		return false;
+		return TOKEN_NOT_LOST;
 	tli = insertion_timeline();
 	cat = fencing_catalog();
 	fencing_become_owner(&scope);
@@ -674,7 +816,9 @@ fencing_token_before_band(int64 token)
 		TokenState	st;
 		BandEntry	entry;
 
+		lock_token_state(cat, ShareLock);
 		read_token_state(cat, &st);
+		unlock_token_state(cat, ShareLock);
 		entry = classify(&st, tli);
 		if (entry == BAND_CURRENT)
 			remember_band(tli, st.origin_lsn, true, false, st.start, st.band);
@@ -690,15 +834,38 @@ fencing_token_before_band(int64 token)
 		else
 			remember_band(tli, st.origin_lsn, false, false, 0, st.band);
 	}
+	/* above every token this history issued: from another history */
+	if (verified.issuer && !verified.pending &&
+		token > verified.counter_seen)
+		verified.counter_seen = read_counter(cat);
 	fencing_restore_user(&scope);
-	return verified.issuer && token < verified.start;
+
+	if (CLOCK_FLOOR && verified.issuer && !verified.pending &&
+		token > verified.counter_seen)
+		return TOKEN_ABOVE_COUNTER;
+	if (verified.issuer && token < verified.start)
+		return TOKEN_BEFORE_BAND;
+	return TOKEN_NOT_LOST;
 }
 
-/* Refuse a token from before this database's current band (LF005). */
+/* Refuse a token that was lost at a failover (LF005). */
 void
 fencing_check_token_band(int64 token)
 {
-	if (fencing_token_before_band(token))
+	FencingTokenLoss loss = fencing_token_loss(token);
+
+	if (loss != TOKEN_NOT_LOST)
+		fencing_stats_count(FENCING_STAT_OLD_BAND_REFUSALS);
+	if (loss == TOKEN_ABOVE_COUNTER)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_OLD_BAND),
+				 errmsg("lease of fencing token %lld was lost at failover",
+						(long long) token),
+				 errdetail("Token %lld is above every token this database has issued: another history issued it, such as a member whose history was discarded after a failover.",
+						   (long long) token),
+				 errhint("Stop writing with this token and acquire the lease again. "
+						 "A database that also guards resources with another cluster's tokens can set fencing.refuse_old_band = off.")));
+	if (loss == TOKEN_BEFORE_BAND)
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCING_OLD_BAND),
 				 errmsg("lease of fencing token %lld was lost at failover",
@@ -736,7 +903,7 @@ fencing_token_history_arrived(int64 floor)
 		return;
 	}
 
-	LockRelationOid(cat->token_base_oid, ShareUpdateExclusiveLock);
+	lock_token_state(cat, ExclusiveLock);
 	read_token_state(cat, &st);
 	if (floor > st.counter)
 	{
@@ -752,7 +919,7 @@ fencing_token_history_arrived(int64 floor)
 			set_sequence(cat->token_seq_oid, floor);
 		XLogFlush(XactLastRecEnd);
 	}
-	UnlockRelationOid(cat->token_base_oid, ShareUpdateExclusiveLock);
+	unlock_token_state(cat, ExclusiveLock);
 
 	verified.valid = false;
 	arrived_floor = Max(floor, st.counter);

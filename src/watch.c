@@ -82,6 +82,12 @@ fencing_refuse_stale_answer(text *name, bool differs)
  * (events.c), so a change committed after any look wakes us; otherwise we
  * sleep until the time changed() names (an expiry, on the wall clock,
  * which only shortens the sleep), or the deadline.
+ *
+ * A change made in a prepared transaction wakes us at PREPARE, but nothing
+ * wakes us at its COMMIT PREPARED: when changed() names such a transaction
+ * (the row unchanged as committed, but a prepared transaction changing
+ * it), we wait for that transaction to end instead of sleeping, as the
+ * head of a lease's queue does (lease.c).
  */
 void
 fencing_wait_for_change(text *name, int64 wait_usecs,
@@ -89,18 +95,20 @@ fencing_wait_for_change(text *name, int64 wait_usecs,
 {
 	const char *nm = VARDATA_ANY(name);
 	int			len = VARSIZE_ANY_EXHDR(name);
-	int64		start = fencing_monotonic_usecs();
+	int64		deadline = fencing_monotonic_usecs() + wait_usecs;
 
 	fencing_waiter_register(nm, len);
 	for (;;)
 	{
 		TimestampTz until = DT_NOEND;
+		int32		slot = -1;
 		int64		left;
 		int64		sleep_usecs;
+		TransactionId prepared;
 
-		if (changed(arg, &until))
+		if (changed(arg, &until, &slot))
 			break;
-		left = wait_usecs - (fencing_monotonic_usecs() - start);
+		left = deadline - fencing_monotonic_usecs();
 		if (left <= 0)
 			break;
 		sleep_usecs = left;
@@ -113,7 +121,12 @@ fencing_wait_for_change(text *name, int64 wait_usecs,
 			else if (until - now < sleep_usecs)
 				sleep_usecs = until - now;
 		}
-		if (sleep_usecs > 0)
+		prepared = sleep_usecs > 0 && slot >= 0 ?
+			fencing_lease_row_prepared(name, slot) : InvalidTransactionId;
+		if (TransactionIdIsValid(prepared))
+			(void) fencing_wait_for_xact(prepared,
+										 fencing_monotonic_usecs() + sleep_usecs);
+		else if (sleep_usecs > 0)
 			fencing_waiter_sleep((long) ((sleep_usecs + 999) / 1000));
 		else
 			CHECK_FOR_INTERRUPTS();
@@ -149,6 +162,7 @@ typedef struct WatchState
 {
 	text	   *name;
 	int64		token;
+	int32		slot;			/* the row that knows the token, -1 if none */
 	TokenFate	fate;
 	int64		successor;		/* the token that replaced it, 0 if none */
 	TimestampTz expires_at;		/* FATE_CURRENT: its expiry */
@@ -178,8 +192,10 @@ judge_token(WatchState *w, bool latest, TimestampTz now)
 
 	w->fate = FATE_UNKNOWN;
 	w->successor = 0;
+	w->slot = -1;
 	if (fencing_read_lease_row(w->name, -1, w->token, latest, now, &row))
 	{
+		w->slot = row.slot;
 		if (row.token == w->token)
 		{
 			w->expires_at = row.expires_at;
@@ -196,21 +212,22 @@ judge_token(WatchState *w, bool latest, TimestampTz now)
 }
 
 /*
- * A token from before this database's band was lost at a failover
- * (LF005's condition), whatever its row says now; the row's own record of
- * a release or a takeover says more, so it only replaces "current" and
- * "unknown".
+ * A token that LF005 refuses was lost at a failover, whatever its row says
+ * now: one from before this database's band, or one above every token it
+ * issued (another history's, which no row here knows).  The row's own
+ * record of a release or a takeover says more, so it only replaces
+ * "current" and "unknown".
  */
 static void
 judge_band(WatchState *w)
 {
 	if ((w->fate == FATE_CURRENT || w->fate == FATE_UNKNOWN) &&
-		fencing_token_before_band(w->token))
+		fencing_token_loss(w->token) != TOKEN_NOT_LOST)
 		w->fate = FATE_LOST_AT_FAILOVER;
 }
 
 static bool
-token_changed(void *arg, TimestampTz *until)
+token_changed(void *arg, TimestampTz *until, int32 *slot)
 {
 	WatchState *w = (WatchState *) arg;
 
@@ -218,6 +235,7 @@ token_changed(void *arg, TimestampTz *until)
 	if (w->fate != FATE_CURRENT)
 		return true;
 	*until = w->expires_at;
+	*slot = w->slot;
 	return false;
 }
 

@@ -19,6 +19,7 @@ use FencingTest;
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
+$primary->append_conf('postgresql.conf', $FencingTest::count_tokens_conf);
 # No checkpoint (or restartpoint) but the ones the test causes; the standby
 # inherits this through the base backup.
 $primary->append_conf('postgresql.conf', 'checkpoint_timeout = 1h');

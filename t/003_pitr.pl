@@ -30,6 +30,7 @@ sub leases
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(has_archiving => 1, allows_streaming => 1);
+$primary->append_conf('postgresql.conf', $FencingTest::count_tokens_conf);
 $primary->start;
 $primary->safe_psql('postgres', 'CREATE EXTENSION fencing');
 

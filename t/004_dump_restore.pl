@@ -28,6 +28,7 @@ SELECT string_agg(format('%s:%s:%s:%s:%s:%s', name, holder, holder_role,
 
 my $node_a = PostgreSQL::Test::Cluster->new('a');
 $node_a->init;
+$node_a->append_conf('postgresql.conf', $FencingTest::count_tokens_conf);
 $node_a->start;
 $node_a->safe_psql('postgres', 'CREATE DATABASE src');
 $node_a->safe_psql('src', 'CREATE EXTENSION fencing');
@@ -97,6 +98,7 @@ sub check_restored
 
 my $node_b = PostgreSQL::Test::Cluster->new('b');
 $node_b->init;
+$node_b->append_conf('postgresql.conf', $FencingTest::count_tokens_conf);
 $node_b->start;
 $node_b->safe_psql('postgres', 'CREATE DATABASE dst');
 $node_b->command_ok([ 'pg_restore', '-d', 'dst', '--exit-on-error', "$tmp/src.dump" ],

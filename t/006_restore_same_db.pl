@@ -23,6 +23,7 @@ my $tmp  = PostgreSQL::Test::Utils::tempdir;
 
 my $node = PostgreSQL::Test::Cluster->new('same');
 $node->init;
+$node->append_conf('postgresql.conf', $FencingTest::count_tokens_conf);
 $node->start;
 $node->safe_psql('postgres', 'CREATE DATABASE app');
 $node->safe_psql('app', 'CREATE EXTENSION fencing');

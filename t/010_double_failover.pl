@@ -111,7 +111,7 @@ is($s2->safe_psql('postgres', 'SELECT v || \':\' || fence FROM items WHERE id = 
 my @s2_tokens = tokens($s2, 100);
 my $ta2 = acquire($s2, 'job', 'A');
 push @s2_tokens, $ta2;
-is(band_start($s2), min(@s2_tokens), "S2's tokens start its band");
+cmp_ok(min(@s2_tokens), '>=', band_start($s2), "S2's tokens are in its band");
 
 my %s1 = map { $_ => 1 } @s1_tokens, @p_tokens;
 my @reissued = grep { $s1{$_} } @s2_tokens;

@@ -120,4 +120,57 @@ diag sprintf('epoch mode: %d tokens (P %d, S1 %d, S2 %d), %d reissued, %d below 
 	scalar(@s2_tokens), scalar(@dup), scalar(@below));
 
 $s2->stop;
+
+# ---- dump and restore (issue 23 item 2).  The band's epoch is dumped with
+# the counter, so a restore into another database or into the same one
+# (--clean) issues nothing until the file holds a greater epoch: the
+# source went on issuing in its epoch after the dump.  A restore that
+# leaves the band out still cannot go back: the counter's epoch is that of
+# its last token.
+my $tmp = PostgreSQL::Test::Utils::tempdir;
+my $d = PostgreSQL::Test::Cluster->new('d');
+$d->init;
+$d->append_conf('postgresql.conf', "fencing.epoch_file = 'fencing_epoch'");
+write_epoch($d, "1\n");
+$d->start;
+$d->safe_psql('postgres', 'CREATE DATABASE app');
+$d->safe_psql('app', 'CREATE EXTENSION fencing');
+my @issued = tokens($d, 3, 'app');
+$d->command_ok([ 'pg_dump', '-Fc', '-d', 'app', '-f', "$tmp/app.dump" ],
+	'epoch mode: pg_dump -Fc after three tokens');
+push @issued, tokens($d, 3, 'app');
+is_deeply(\@issued, [ $E .. $E + 5 ], 'epoch 1: three tokens before the dump, three after');
+
+$d->safe_psql('postgres', 'CREATE DATABASE copy');
+$d->command_ok([ 'pg_restore', '-d', 'copy', '--exit-on-error', "$tmp/app.dump" ],
+	'pg_restore into another database');
+$d->command_ok(
+	[ 'pg_restore', '--clean', '--if-exists', '-d', 'app', "$tmp/app.dump" ],
+	'pg_restore --clean into the same database');
+# a restore list without the band's entry
+my ($rc, $list) = run_cmd(60, 'pg_restore', '-l', "$tmp/app.dump");
+is($rc, 0, 'pg_restore -l');
+open my $lf, '>', "$tmp/noband.list" or die $!;
+print $lf join("\n", grep { !/SEQUENCE SET .*token_band/ } split /\n/, $list), "\n";
+close $lf;
+$d->safe_psql('postgres', 'CREATE DATABASE noband');
+$d->command_ok(
+	[ 'pg_restore', '-L', "$tmp/noband.list", '-d', 'noband', '--exit-on-error', "$tmp/app.dump" ],
+	'pg_restore into a third database, without the band');
+is($d->safe_psql('noband', 'SELECT last_value FROM fencing.token_band'), 0,
+	'that restore left the band out');
+
+for my $db (qw(copy app noband))
+{
+	($ret, $out, $err) = $d->psql($db, "\\set VERBOSITY verbose\nSELECT fencing.next_token()");
+	like($err, qr/ERROR:  LF007: fencing epoch 1 is not greater than the epoch 1 of the current token band/,
+		"$db: the restored state is in epoch 1: no token until the file holds a greater one (LF007)");
+}
+write_epoch($d, "2\n");
+for my $db (qw(copy app noband))
+{
+	my @t = tokens($d, 3, $db);
+	is_deeply(\@t, [ 2 * $E .. 2 * $E + 2 ], "$db: with epoch 2, tokens start at 2 * 2^40");
+}
+$d->stop;
 done_testing();

@@ -86,8 +86,11 @@ sub start_worker
 {
 	my ($name, @args) = @_;
 	my $w = { name => $name, out => '' };
+	# a deadline far above what a loaded machine takes, unless the test
+	# sets one
+	push @args, '--deadline', '60' unless grep { $_ eq '--deadline' } @args;
 	$w->{h} = IPC::Run::start(
-		[ $python, $worker, '--dsn', $dsn, '--name', $name, @args ],
+		[ $python, $worker, '--dsn', "$dsn application_name=$name", '--name', $name, @args ],
 		'<', \undef, '>', \$w->{out}, '2>&1',
 		IPC::Run::timeout($timeout));
 	return $w;
@@ -247,6 +250,51 @@ like(
 unlike($wh->{out}, qr/completion|completed/, 'H never tried to complete');
 is(job_row($job), qq(done|{"by": "E"}|$e_token|2),
 	"the job holds E's result and E's token");
+
+# ---------------------------------------------------------------------------
+# round 3: a failover between claim and completion (here advance_tokens,
+# which enters a new token band as a promotion does): the completion is
+# refused with LF005, and the worker drops the job and claims again, not
+# exit 1.  The job it dropped is still under its lease, so it finds none.
+
+$job = enqueue('invoices', '{"invoice": 9}');
+my $wf = start_worker('F', '--queue', 'invoices', '--lease', '30', '--work', '5');
+my ($f_job, $f_token) =
+  wait_for_output($wf, qr/claimed job (\d+) with token (\d+)/);
+is($f_job, $job, 'F claimed the job');
+# F is held while the failover happens, so it completes only after it
+$wf->{h}->signal('STOP');
+$node->safe_psql('postgres', 'SELECT fencing.advance_tokens()');
+$wf->{h}->signal('CONT');
+my $f_rc = finish_worker($wf);
+is($f_rc, 4, 'F, refused with LF005, claimed again and found no job (exit 4)')
+  or diag($wf->{out});
+like($wf->{out},
+	qr/\[F\] completion REFUSED: token $f_token was issued before a failover \(LF005\)\n\[F\] dropping job $job; claiming again\n\[F\] no job to claim/,
+	'F says why it dropped the job and claims again');
+unlike($wf->{out}, qr/ERROR/, 'F did not take LF005 for an unexpected error');
+
+# ---------------------------------------------------------------------------
+# round 4: a frozen server backend (SIGSTOP) answers nothing; the worker's
+# client-side deadline passes, it drops the connection and stops (exit 6)
+
+$job = enqueue('audit', '{"audit": 1}');
+my $wg = start_worker('G', '--queue', 'audit', '--lease', '30', '--work', '5',
+	'--deadline', '2');
+wait_for_output($wg, qr/\[G\] working on job/);
+# G is held while its backend is frozen, so its completion finds it frozen
+$wg->{h}->signal('STOP');
+my $g_backend = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE application_name = 'G'");
+ok($g_backend =~ /^\d+$/, "G's backend is $g_backend");
+kill 'STOP', $g_backend;
+$wg->{h}->signal('CONT');
+my $g_rc = finish_worker($wg);
+kill 'CONT', $g_backend;
+is($g_rc, 6, 'G gave up on a call that outlived its deadline (exit 6)')
+  or diag($wg->{out});
+like($wg->{out}, qr/\[G\] a call took longer than 2 s: connection dropped, the claim is treated as lost; stopping/,
+	'G says so');
 
 # ---------------------------------------------------------------------------
 # usage errors exit 2, connection errors 1

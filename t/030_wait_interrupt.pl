@@ -115,8 +115,8 @@ sub tag_condition
 	$field4 //= 17989;
 	return qq{locktype = 'advisory' AND objsubid = $field4
 	  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-	  AND classid = ((hashtextextended('$lease', 0) >> 32) & 4294967295)::oid
-	  AND objid = (hashtextextended('$lease', 0) & 4294967295)::oid};
+	  AND classid = ((fencing._lease_lock_tag('$lease') >> 32) & 4294967295)::oid
+	  AND objid = (fencing._lease_lock_tag('$lease') & 4294967295)::oid};
 }
 
 # the backend's share locks on any lease tag
@@ -150,7 +150,7 @@ sub wait_sleeping
 		 WHERE l.pid IN ($pids)
 		   AND ((} . tag_condition($lease) . qq{
 				 AND l.mode = 'ShareLock' AND l.granted
-				 AND a.wait_event_type = 'Extension' AND a.wait_event = 'Extension')
+				 AND a.wait_event_type = 'Extension' AND a.wait_event IN ('Extension', 'FencingLeaseWait'))
 				OR (} . tag_condition($lease, 17990) . qq{ AND NOT l.granted))});
 }
 
@@ -420,7 +420,7 @@ is(scalar(@losers), $n_idle - 1, "the winner is one of them ($winner)");
 		SELECT count(*) = } . scalar(@losers) . qq{
 		  FROM pg_stat_activity AS a
 		 WHERE pid IN ($loser_pids)
-		   AND ((wait_event_type = 'Extension' AND wait_event = 'Extension')
+		   AND ((wait_event_type = 'Extension' AND wait_event IN ('Extension', 'FencingLeaseWait'))
 				OR EXISTS (SELECT FROM pg_locks AS l WHERE l.pid = a.pid AND NOT l.granted
 							AND } . tag_condition('wait_idle', 17990) . qq{))});
 	ok($asleep, 'the other ' . scalar(@losers) . ' sleep again')

@@ -91,7 +91,7 @@ sub wait_asleep
 	return $node->poll_query_until('postgres', q{
 		SELECT count(*) = 1 FROM pg_stat_activity
 		 WHERE application_name = 'clock_waiter'
-		   AND wait_event_type = 'Extension' AND wait_event = 'Extension'});
+		   AND wait_event_type = 'Extension' AND wait_event IN ('Extension', 'FencingLeaseWait')});
 }
 
 # ---------------------------------------------------------------------------

@@ -16,6 +16,8 @@ use Time::HiRes qw(time);
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
+$primary->append_conf('postgresql.conf',
+	"fencing.max_clock_lag = '1h'\n");    # tokens counted one by one
 $primary->start;
 $primary->safe_psql('postgres', 'CREATE EXTENSION fencing');
 
@@ -35,7 +37,10 @@ $primary->safe_psql(
 	CREATE TABLE jobs (id int PRIMARY KEY, state text, fence bigint);
 	CREATE TRIGGER guard BEFORE INSERT OR UPDATE OR DELETE ON jobs
 		FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard('fence');
+	-- a literal token, as another cluster's (docs/tokens.md)
+	SET fencing.refuse_old_band = off;
 	INSERT INTO jobs VALUES (1, 'new', 10);
+	RESET fencing.refuse_old_band;
 	CREATE ROLE app NOLOGIN;
 	GRANT USAGE ON SCHEMA fencing TO app;
 });

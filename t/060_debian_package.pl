@@ -12,7 +12,9 @@
 #    extension's files for this PostgreSQL major, identical to the tree's,
 #    and a cluster run from the private root must CREATE EXTENSION from the
 #    package's files (its fencing.so is the one mapped in the backend) and
-#    play a lease and a fenced write.  The system's installation is never
+#    play a lease and a fenced write; the package's fencing-lock (linked
+#    against libpq, which the package depends on) runs a command under a
+#    lease of that cluster.  The system's installation is never
 #    touched.  Skipped, saying which, when the packaging tools are missing.
 use strict;
 use warnings;
@@ -171,6 +173,7 @@ SKIP:
 	my ($meta_version) = slurp_file('META.json') =~ /"version"\s*:\s*"([^"]+)"/;
 	like($f{Version}, qr/^\Q$meta_version\E-\d+/, "Version $f{Version} carries META.json's $meta_version");
 	like($f{Depends}, qr/(^|, )postgresql-$major( |,|$)/, "Depends on postgresql-$major");
+	like($f{Depends}, qr/(^|, )libpq5( |,|$)/, 'Depends on libpq5 (fencing-lock)');
 
 	# contents
 	my @paths = map { (split / +/, $_, 6)[5] =~ s{^\./}{/}r } split /\n/, `dpkg-deb -c '$deb'`;
@@ -178,7 +181,8 @@ SKIP:
 	my %has = map { $_ => 1 } @paths;
 	for my $p ("/usr/lib/postgresql/$major/lib/fencing.so",
 		"/usr/share/postgresql/$major/extension/fencing.control",
-		"/usr/share/postgresql/$major/extension/fencing--$default_version.sql")
+		"/usr/share/postgresql/$major/extension/fencing--$default_version.sql",
+		"/usr/lib/postgresql/$major/bin/fencing-lock")
 	{
 		ok($has{$p}, "the package has $p");
 	}
@@ -186,6 +190,7 @@ SKIP:
 		!m{^/(usr/?|usr/lib/?|usr/share/?)?$}
 		  && !m{^/usr/lib/postgresql/(\Q$major\E/?)?$}
 		  && !m{^/usr/lib/postgresql/\Q$major\E/lib/}
+		  && !m{^/usr/lib/postgresql/\Q$major\E/bin/(fencing-lock)?$}
 		  && !m{^/usr/share/postgresql/(\Q$major\E/?)?$}
 		  && !m{^/usr/share/postgresql/\Q$major\E/extension/}
 		  && !m{^/usr/share/doc/?$}
@@ -259,6 +264,23 @@ SKIP:
 		"B held $tb", 'lease_status shows B holding the lease');
 	is($node->safe_psql('postgres', 'SELECT stale_writes_refused FROM fencing.stats'),
 		'2', 'fencing.stats counted the two refused writes');
+
+	# the package's fencing-lock, against the package's extension
+	my $lock = "$root/usr/lib/postgresql/$major/bin/fencing-lock";
+	my ($lo, $le);
+	IPC::Run::run([ $lock, '--version' ], '>', \$lo, '2>', \$le);
+	is($lo, "fencing-lock (fencing) $default_version\n", "the package's fencing-lock runs");
+	IPC::Run::run(
+		[
+			$lock, '-h', $node->host, '-p', $node->port, '-d', 'postgres',
+			'pkg-lock', '--', 'sh', '-c', 'echo "$FENCING_LEASE $FENCING_TOKEN"'
+		],
+		'>', \$lo, '2>', \$le);
+	my $pkg_token = $node->safe_psql('postgres',
+		"SELECT state || ' ' || token FROM fencing.lease_status WHERE name = 'pkg-lock'");
+	like("$lo|$pkg_token", qr/^pkg-lock (\d+)\n\|free \1$/,
+		'and runs a command under a lease of the packaged extension, then releases it')
+	  or diag("$lo$le");
 	$node->stop;
 	note sprintf('060_debian_package took %d s', time - $started);
 }

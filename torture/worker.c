@@ -30,6 +30,9 @@
  *       mixed    either, at random per write (the table has the trigger)
  *       none     SET fence = $tok on a table without the trigger: the
  *                negative control, stale writes are accepted
+ * A session's second and third writes also declare the token, as SET LOCAL
+ * fencing.token does: they leave the fence as it was, which fence_guard
+ * judges by the declared token (without one it refuses them, LF004).
  *
  * Exit: 0 done (op budget or deadline), 2 usage, 1 I/O error on the history.
  */
@@ -206,15 +209,22 @@ static const char *const SQL_RENEW =
 "SELECT fencing.lease_renew($1, $2::bigint, $3::int * interval '1 millisecond')";
 static const char *const SQL_RELEASE =
 "SELECT fencing.lease_release($1, $2::bigint)";
-/* guard, and the negative control: the token goes straight into the row */
+/*
+ * guard, and the negative control: the token goes straight into the row.
+ * $5 is the declared token, or '' for none: set_config(..., true) is SET
+ * LOCAL for the statement's own transaction, run by the WHERE clause
+ * before the row reaches the trigger, and the write stays one round trip.
+ */
 static const char *const SQL_WRITE_PLAIN =
 "UPDATE torture_resource SET fence = $2::bigint, value = $3, writer = $4"
-" WHERE id = $1::int";
+" WHERE id = $1::int"
+"   AND pg_catalog.set_config('fencing.token', $5, true) IS NOT NULL";
 static const char *const SQL_WRITE_ADVANCE =
 "UPDATE torture_resource"
 "   SET fence = fencing.fence_advance(fence, $2::bigint, true),"
 "       value = $3, writer = $4"
-" WHERE id = $1::int";
+" WHERE id = $1::int"
+"   AND pg_catalog.set_config('fencing.token', $5, true) IS NOT NULL";
 
 /* server notices (a crash shutdown sends a WARNING) go to the history */
 static void
@@ -446,14 +456,17 @@ stale_fence(PGresult *res)
 	return p ? strtoll(p + strlen("with token "), NULL, 10) : -1;
 }
 
-/* write: 1 accepted, 0 refused as stale, -1 other error */
+/*
+ * write: 1 accepted, 0 refused as stale, -1 other error; "declare": the
+ * token is declared as well (a write the session repeats)
+ */
 static int
-do_write(int resource, int64_t token)
+do_write(int resource, int64_t token, bool declare)
 {
 	char		id[96];
 	char		resbuf[16];
 	char		tokbuf[24];
-	const char *params[4] = {resbuf, tokbuf, id, holder};
+	const char *params[5] = {resbuf, tokbuf, id, holder, NULL};
 	const char *path;
 	Reply		r;
 	long		rows;
@@ -476,9 +489,10 @@ do_write(int resource, int64_t token)
 	next_opid(id, sizeof(id));
 	snprintf(resbuf, sizeof(resbuf), "%d", resource);
 	snprintf(tokbuf, sizeof(tokbuf), "%" PRId64, token);
-	hist("invoke", ",\"op\":\"write\",\"id\":\"%s\",\"resource\":%d,\"token\":%" PRId64 ",\"path\":\"%s\"",
-		 id, resource, token, path);
-	run(strcmp(path, "advance") == 0 ? "write_advance" : "write_plain", 4,
+	params[4] = declare ? tokbuf : "";
+	hist("invoke", ",\"op\":\"write\",\"id\":\"%s\",\"resource\":%d,\"token\":%" PRId64 ",\"path\":\"%s\",\"declared\":%s",
+		 id, resource, token, path, declare ? "true" : "false");
+	run(strcmp(path, "advance") == 0 ? "write_advance" : "write_plain", 5,
 		params, &r);
 	if (r.outcome == OUT_FAIL && strcmp(r.sqlstate, "LF001") == 0)
 	{
@@ -534,6 +548,7 @@ session(void)
 	int			ttl = rnd_range(ttl_min, ttl_max);
 	int64_t		token;
 	int			writes;
+	bool		repeat = false;
 
 	snprintf(lease, sizeof(lease), "lease_%d", li);
 	token = do_acquire(lease, ttl);
@@ -560,9 +575,10 @@ session(void)
 				return;			/* lost the lease, or an error: stop */
 			continue;
 		}
-		rc = do_write(li, token);
+		rc = do_write(li, token, repeat);
 		if (rc != 1)
 			return;				/* refused: a newer holder exists; stop */
+		repeat = true;
 		writes--;
 	}
 	if (!more_ops() || !ensure_conn())

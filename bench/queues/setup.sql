@@ -1,7 +1,8 @@
 -- bench/queues/setup.sql: one table per recipe and contender.  Schema fq
--- has the recipe's triggers (examples/queues/<queue>/install.sql, on the
--- same shapes), schema pq is the queue as it ships.  Columns reduced to
--- those the claim and completion touch.
+-- has the recipe's triggers (examples/queues/<queue>/install.sql as
+-- shipped, with the table names of this file: psql -v recipes=FILE), schema
+-- pq is the queue as it ships.  Columns reduced to those the queues'
+-- statements and the recipes' WHEN clauses touch.
 \set ON_ERROR_STOP 1
 SET client_min_messages = warning;
 DO $$
@@ -11,12 +12,13 @@ BEGIN
 	FOREACH s IN ARRAY ARRAY['fq', 'pq'] LOOP
 		EXECUTE format($f$
 		CREATE SCHEMA %1$I;
-		-- pg-boss 10: job, data jsonb, output jsonb
+		-- pg-boss 12: job, data jsonb, output jsonb, heartbeat_on
 		CREATE TABLE %1$I.boss (id bigserial PRIMARY KEY, name text NOT NULL DEFAULT 'q',
 			state text NOT NULL DEFAULT 'created', data jsonb, output jsonb,
-			started_on timestamptz, completed_on timestamptz, retry_count int NOT NULL DEFAULT 0);
+			started_on timestamptz, completed_on timestamptz, retry_count int NOT NULL DEFAULT 0,
+			heartbeat_on timestamptz);
 		CREATE INDEX ON %1$I.boss (id) WHERE state IN ('created', 'retry');
-		-- graphile-worker 0.16: _private_jobs
+		-- graphile-worker 0.18: _private_jobs
 		CREATE TABLE %1$I.gw (id bigserial PRIMARY KEY, task_id int NOT NULL DEFAULT 1,
 			payload json NOT NULL DEFAULT '{}', attempts smallint NOT NULL DEFAULT 0,
 			locked_at timestamptz, locked_by text, fencing_token bigint);
@@ -24,13 +26,13 @@ BEGIN
 		-- River: river_job
 		CREATE TABLE %1$I.river (id bigserial PRIMARY KEY, state text NOT NULL DEFAULT 'available',
 			attempt smallint NOT NULL DEFAULT 0, attempted_at timestamptz, attempted_by text[],
-			finalized_at timestamptz, args jsonb NOT NULL DEFAULT '{}', fencing_token bigint);
+			finalized_at timestamptz, args jsonb NOT NULL DEFAULT '{}', metadata jsonb NOT NULL DEFAULT '{}');
 		CREATE INDEX ON %1$I.river (id) WHERE state = 'available';
 		-- Oban: oban_jobs
 		CREATE TABLE %1$I.oban (id bigserial PRIMARY KEY, state text NOT NULL DEFAULT 'available',
 			attempt int NOT NULL DEFAULT 0, max_attempts int NOT NULL DEFAULT 20,
 			attempted_at timestamp, attempted_by text[], completed_at timestamp,
-			args jsonb NOT NULL DEFAULT '{}', fencing_token bigint);
+			args jsonb NOT NULL DEFAULT '{}', meta jsonb NOT NULL DEFAULT '{}');
 		CREATE INDEX ON %1$I.oban (id) WHERE state = 'available';
 		-- Solid Queue: jobs, ready and claimed executions
 		CREATE TABLE %1$I.sq_jobs (id bigserial PRIMARY KEY, queue_name text NOT NULL DEFAULT 'default',
@@ -42,48 +44,15 @@ BEGIN
 		-- pgmq: q_jobs
 		CREATE TABLE %1$I.mq (msg_id bigint PRIMARY KEY GENERATED ALWAYS AS IDENTITY,
 			read_ct int NOT NULL DEFAULT 0, enqueued_at timestamptz NOT NULL DEFAULT now(),
-			vt timestamptz NOT NULL DEFAULT now(), message jsonb);
+			vt timestamptz NOT NULL DEFAULT now(), message jsonb, headers jsonb);
 		CREATE INDEX ON %1$I.mq (vt);
 		$f$, s);
 	END LOOP;
 END $$;
 
-CREATE TRIGGER fencing_claim BEFORE UPDATE ON fq.boss FOR EACH ROW
-	WHEN (NEW.state = 'active' AND OLD.state <> 'active')
-	EXECUTE FUNCTION fencing.claim_stamp('data->fencing_token');
-CREATE TRIGGER fencing_complete BEFORE UPDATE ON fq.boss FOR EACH ROW
-	WHEN (NEW.state = 'completed' AND OLD.state = 'active')
-	EXECUTE FUNCTION fencing.claim_guard('data->fencing_token', 'output->fencing_token');
-CREATE TRIGGER fencing_claim BEFORE UPDATE ON fq.gw FOR EACH ROW
-	WHEN (NEW.attempts > OLD.attempts)
-	EXECUTE FUNCTION fencing.claim_stamp('fencing_token');
-CREATE TRIGGER fencing_complete BEFORE DELETE ON fq.gw FOR EACH ROW
-	WHEN (OLD.locked_by IS NOT NULL)
-	EXECUTE FUNCTION fencing.claim_guard('fencing_token');
-CREATE TRIGGER fencing_claim BEFORE UPDATE ON fq.river FOR EACH ROW
-	WHEN (NEW.attempt > OLD.attempt)
-	EXECUTE FUNCTION fencing.claim_stamp('fencing_token');
-CREATE TRIGGER fencing_complete BEFORE UPDATE ON fq.river FOR EACH ROW
-	WHEN (OLD.state = 'running' AND NEW.state <> 'running' AND NEW.attempt = OLD.attempt
-		  AND OLD.attempted_at >= pg_catalog.now() - interval '1 hour')
-	EXECUTE FUNCTION fencing.claim_guard('fencing_token');
-CREATE TRIGGER fencing_claim BEFORE UPDATE ON fq.oban FOR EACH ROW
-	WHEN (NEW.attempt > OLD.attempt)
-	EXECUTE FUNCTION fencing.claim_stamp('fencing_token');
-CREATE TRIGGER fencing_complete BEFORE UPDATE ON fq.oban FOR EACH ROW
-	WHEN (NEW.state IN ('completed', 'retryable', 'discarded') AND NEW.attempt = OLD.attempt
-		  AND OLD.attempted_at >= pg_catalog.timezone('UTC', pg_catalog.now()) - interval '60 minutes')
-	EXECUTE FUNCTION fencing.claim_guard('fencing_token');
-CREATE TRIGGER fencing_claim BEFORE INSERT ON fq.sq_claimed FOR EACH ROW
-	EXECUTE FUNCTION fencing.claim_stamp('fencing_token');
-CREATE TRIGGER fencing_finish BEFORE DELETE ON fq.sq_claimed FOR EACH ROW
-	EXECUTE FUNCTION fencing.claim_guard('fencing_token', '', 'allow_unfenced');
-CREATE TRIGGER fencing_claim BEFORE UPDATE ON fq.mq FOR EACH ROW
-	WHEN (NEW.read_ct > OLD.read_ct)
-	EXECUTE FUNCTION fencing.claim_stamp('message->fencing_token');
-CREATE TRIGGER fencing_ack BEFORE DELETE ON fq.mq FOR EACH ROW
-	WHEN (OLD.read_ct > 0)
-	EXECUTE FUNCTION fencing.claim_guard('message->fencing_token');
+-- the recipes: examples/queues/<queue>/install.sql as shipped, on the
+-- tables of schema fq (run.sh renames the tables; recipes.sql)
+\i :recipes
 
 -- a backlog, so a claim always finds a job
 DO $$

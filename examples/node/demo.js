@@ -35,7 +35,9 @@ function say(who, text) {
 
 async function connect() {
   const url = process.argv[2];
-  const client = new Client(url ? { connectionString: url } : {});
+  // a client-side deadline on every query (docs/ha.md): a frozen server
+  // keeps the connection open, and statement_timeout runs on the server
+  const client = new Client({ ...(url ? { connectionString: url } : {}), query_timeout: 20000 });
   await client.connect();
   return client;
 }
@@ -101,6 +103,11 @@ async function main() {
       say('A', 'write ACCEPTED: the stale write went through (this must not happen)');
       ok = false;
     } catch (err) {
+      // LF005: a token from before a failover; a holder acquires again
+      if (err.code === 'LF005') {
+        say('A', 'token from before a failover (LF005): acquire again');
+        return 1;
+      }
       if (err.code !== STALE_TOKEN) throw err;
       say('A', `write REFUSED: ${err.code} ${err.message} (${err.detail})`);
     }

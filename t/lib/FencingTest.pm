@@ -27,6 +27,12 @@ our @EXPORT = qw(crash_node start_client finish_client wait_until
   check_tokens_after_restart tokens acquire band_start run_cmd in_path
   start_pgbouncer);
 
+# For tests that count tokens one by one (consecutive tokens, "no token
+# used up"): the counter is not raised to the wall clock between them.
+# The raise (fencing.max_clock_lag, 10 ms by default) is
+# t/015_resumed_primary.pl's; t/010-t/014 run with it.
+our $count_tokens_conf = "fencing.max_clock_lag = '1h'\n";
+
 # tokens($node, $n [, $db]): $n fresh tokens, drawn by one statement
 sub tokens
 {

@@ -315,21 +315,35 @@ def check(args):
     accepted = list(acked_writes)
     if audit is not None:
         accepted += [e for e in writes if e["outcome"] != "ok" and e["wid"] in audit]
-    stale_accepted = []
-    for lease in sorted({e["lease"] for e in writes}):
-        acked = sorted((e for e in acked_writes if e["lease"] == lease), key=lambda e: e["t1"])
-        t1s = [e["t1"] for e in acked]
-        prefmax, best = [], None
-        for e in acked:
-            if best is None or e["token"] > best["token"]:
-                best = e
-            prefmax.append(best)
-        for e in accepted:
-            if e["lease"] != lease:
-                continue
-            i = bisect.bisect_left(t1s, e["t0"])
-            if i > 0 and prefmax[i - 1]["token"] > e["token"]:
-                stale_accepted.append((e, prefmax[i - 1]))
+    # A write accepted below a newer one on the surviving history is a
+    # broken fence.  One accepted below newer writes that were all lost
+    # (not in the audit: a discarded branch, a lost tail) is counted apart:
+    # the database that accepted it never had them.
+    def survived(e):
+        return audit is None or e["wid"] in audit or e["t1"] >= args.audit_time
+
+    def stale_over(candidates):
+        found = []
+        for lease in sorted({e["lease"] for e in writes}):
+            acked = sorted((e for e in candidates if e["lease"] == lease), key=lambda e: e["t1"])
+            t1s = [e["t1"] for e in acked]
+            prefmax, best = [], None
+            for e in acked:
+                if best is None or e["token"] > best["token"]:
+                    best = e
+                prefmax.append(best)
+            for e in accepted:
+                if e["lease"] != lease:
+                    continue
+                i = bisect.bisect_left(t1s, e["t0"])
+                if i > 0 and prefmax[i - 1]["token"] > e["token"]:
+                    found.append((e, prefmax[i - 1]))
+        return found
+
+    stale_accepted = stale_over([e for e in acked_writes if survived(e)])
+    stale_any = stale_over(acked_writes)
+    seen_stale = {id(e) for e, _ in stale_accepted}
+    stale_over_lost = [(e, b) for e, b in stale_any if id(e) not in seen_stale]
 
     refused = [e for e in writes if e["outcome"].startswith("refused:")]
     refused_codes = collections.Counter(e["outcome"].split(":", 1)[1] for e in refused)
@@ -356,6 +370,7 @@ def check(args):
         "below_acknowledged_per_lease": len(below_lease),
         "writes_acknowledged": len(acked_writes),
         "stale_accepted": len(stale_accepted),
+        "stale_accepted_over_lost": len(stale_over_lost),
         "stale_refused": len(refused),
         "stale_refused_zombie": sum(1 for e in refused if e["kind"] == "zombie"),
         "refused_codes": dict(refused_codes),
@@ -370,6 +385,8 @@ def check(args):
             "duplicates": dup_examples,
             "below_acknowledged": ["%s  after  %s" % (fmt(a), fmt(b)) for a, b in below[:5]],
             "stale_accepted": ["%s  after  %s" % (fmt(a), fmt(b)) for a, b in stale_accepted[:5]],
+            "stale_accepted_over_lost": ["%s  after  %s" % (fmt(a), fmt(b))
+                                         for a, b in stale_over_lost[:5]],
             "lost": [fmt(e) for e in lost[:5]],
             "audit_mismatch": [fmt(e) for e in refused_in_audit[:5]],
         },

@@ -76,6 +76,7 @@ cp -a "/usr/share/postgresql/$major" "$out/root/usr/share/postgresql/"
 rm -rf "$out/root/usr/lib/postgresql/$major/lib/fencing.so" \
 	"$out/root/usr/lib/postgresql/$major/lib/bitcode/fencing" \
 	"$out/root/usr/lib/postgresql/$major/lib/bitcode/fencing.index.bc"
+rm -f "$out/root/usr/lib/postgresql/$major/bin/fencing-lock"
 rm -f "$out/root/usr/share/postgresql/$major/extension"/fencing.control \
 	"$out/root/usr/share/postgresql/$major/extension"/fencing--*.sql
 dpkg-deb -x "$deb" "$out/root"

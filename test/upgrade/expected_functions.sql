@@ -4,10 +4,12 @@
 -- compare an updated installation with it.
 INSERT INTO pg_temp.fencing_expected_functions (signature) VALUES
 ('fencing._bind_token_origin() RETURNS void VOLATILE PARALLEL UNSAFE (no EXECUTE for PUBLIC)'),
+('fencing._lease_lock_tag(name text) RETURNS bigint VOLATILE PARALLEL SAFE (no EXECUTE for PUBLIC)'),
 ('fencing._leases_restored() RETURNS trigger VOLATILE PARALLEL UNSAFE (no EXECUTE for PUBLIC)'),
 ('fencing.advance_tokens(floor bigint DEFAULT 0) RETURNS void VOLATILE PARALLEL UNSAFE'),
 ('fencing.claim_guard() RETURNS trigger VOLATILE PARALLEL UNSAFE'),
 ('fencing.claim_stamp() RETURNS trigger VOLATILE PARALLEL UNSAFE'),
+('fencing.claim_stampable() RETURNS trigger VOLATILE PARALLEL UNSAFE'),
 ('fencing.election_campaign(election text, candidate text, value text, ttl interval, wait interval DEFAULT ''00:00:00''::interval) RETURNS bigint VOLATILE PARALLEL UNSAFE'),
 ('fencing.election_leader(election text, OUT candidate text, OUT value text, OUT token bigint, OUT since timestamp with time zone, OUT expires_at timestamp with time zone) RETURNS record VOLATILE PARALLEL UNSAFE'),
 ('fencing.election_observe(election text, known_token bigint, known_value text, wait interval, OUT candidate text, OUT value text, OUT token bigint, OUT since timestamp with time zone, OUT expires_at timestamp with time zone) RETURNS record VOLATILE PARALLEL UNSAFE'),
@@ -27,4 +29,7 @@ INSERT INTO pg_temp.fencing_expected_functions (signature) VALUES
 ('fencing.lease_renew_all(names text[], tokens bigint[], ttl interval) RETURNS TABLE(name text, token bigint, renewed boolean) VOLATILE PARALLEL UNSAFE'),
 ('fencing.lease_watch(name text, token bigint, wait interval DEFAULT ''00:00:00''::interval, OUT reason text, OUT successor bigint) RETURNS record VOLATILE PARALLEL UNSAFE'),
 ('fencing.next_token() RETURNS bigint VOLATILE PARALLEL UNSAFE'),
-('fencing.semaphore_acquire(name text, holder text, slots integer, ttl interval, wait interval DEFAULT ''00:00:00''::interval) RETURNS bigint VOLATILE PARALLEL UNSAFE');
+('fencing.semaphore_acquire(name text, holder text, slots integer, ttl interval, wait interval DEFAULT ''00:00:00''::interval) RETURNS bigint VOLATILE PARALLEL UNSAFE'),
+('fencing_monitor._stats(OUT counting boolean, OUT detail text, OUT stats_reset timestamp with time zone, OUT acquires bigint, OUT renewals bigint, OUT releases bigint, OUT force_releases bigint, OUT expirations bigint, OUT takeovers bigint, OUT fence_advance_refusals bigint, OUT fence_guard_refusals bigint, OUT claim_guard_refusals bigint, OUT old_band_refusals bigint, OUT waits bigint, OUT wait_timeouts bigint, OUT wait_time double precision) RETURNS record VOLATILE PARALLEL RESTRICTED (no EXECUTE for PUBLIC)'),
+('fencing_monitor._stats_wait_histogram(OUT upper_ms double precision, OUT waits bigint) RETURNS SETOF record VOLATILE PARALLEL RESTRICTED (no EXECUTE for PUBLIC)'),
+('fencing_monitor.stats_reset() RETURNS timestamp with time zone VOLATILE PARALLEL UNSAFE (no EXECUTE for PUBLIC)');

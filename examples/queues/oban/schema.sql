@@ -1,7 +1,8 @@
 -- The part of Oban's schema the recipe touches: oban_jobs, as Oban's
 -- migrations create it (oban-bg/oban, lib/oban/migrations/postgres, and the
--- Basic engine's queries in lib/oban/engines/basic.ex at commit 02541e8e),
--- reduced to the columns its fetch, Lifeline rescue and completion use.
+-- Basic engine's queries in lib/oban/engines/basic.ex at commit 2939e313,
+-- 2026-08-18, after v2.23.0), reduced to the columns its fetch, Lifeline
+-- rescue, completion and operator statements use.
 CREATE TYPE oban_job_state AS ENUM ('available', 'scheduled', 'executing',
 	'retryable', 'completed', 'discarded', 'cancelled');
 CREATE TABLE oban_jobs (

@@ -10,8 +10,14 @@ BEGIN
 	ELSIF TG_OP = 'UPDATE' AND NEW.state = 'completed' AND OLD.state = 'active' THEN
 		INSERT INTO qtest.history (job, kind, token)
 		VALUES ('boss:' || NEW.id, 'complete', (NEW.output->>'fencing_token')::bigint);
+	ELSIF TG_OP = 'UPDATE' AND NEW.state = 'active' AND OLD.state = 'active'
+		  AND NEW.heartbeat_on IS DISTINCT FROM OLD.heartbeat_on THEN
+		INSERT INTO qtest.history (job, kind, token)
+		VALUES ('boss:' || NEW.id, 'heartbeat',
+				nullif(pg_catalog.current_setting('fencing.token', true), '')::bigint);
 	ELSIF TG_OP = 'INSERT' AND NEW.state IN ('retry', 'failed') AND NEW.started_on IS NOT NULL
-		  AND NEW.output IS DISTINCT FROM '{"value": {"message": "job failed by timeout in active state"}}'::jsonb THEN
+		  AND NEW.output IS DISTINCT FROM '{"value": {"message": "job timed out"}}'::jsonb
+		  AND NEW.output IS DISTINCT FROM '{"value": {"message": "job heartbeat timeout"}}'::jsonb THEN
 		INSERT INTO qtest.history (job, kind, token)
 		VALUES ('boss:' || NEW.id, 'fail', (NEW.output->>'fencing_token')::bigint);
 	END IF;

@@ -1,7 +1,8 @@
 -- The part of River's schema the recipe touches: river_job and its state
 -- type, as River's migrations create them (riverqueue/river,
--- riverdriver/riverpgxv5/internal/dbsqlc/river_job.sql at commit
--- 0aa276d9), reduced to the columns its claim, rescue and completion use.
+-- riverdriver/riverpgxv5/internal/dbsqlc/river_job.sql at commit fdf6cdf1,
+-- 2026-08-07, after v0.43.0), reduced to the columns its claim, rescue,
+-- completion and operator statements use.
 CREATE TYPE river_job_state AS ENUM ('available', 'cancelled', 'completed',
 	'discarded', 'pending', 'retryable', 'running', 'scheduled');
 CREATE TABLE river_job (

@@ -1,7 +1,8 @@
 -- The part of Solid Queue's schema the recipe touches, as its schema
 -- creates it (rails/solid_queue, lib/generators/solid_queue/install/
 -- templates/db/queue_schema.rb, and app/models/solid_queue/
--- claimed_execution.rb at commit 95dc9b48), reduced to the columns its
+-- claimed_execution.rb at commit 29e818d9, 2026-07-24, after v1.5.0),
+-- reduced to the columns its
 -- claim, release and finish use.
 CREATE TABLE solid_queue_jobs (
 	id				bigserial PRIMARY KEY,

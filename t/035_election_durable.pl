@@ -1,6 +1,6 @@
 # Copyright: fencing extension authors
 #
-# 033_election_durable.pl: every election call that writes forces a
+# 035_election_durable.pl: every election call that writes forces a
 # synchronous commit, as the lease functions do, so an acknowledged
 # campaign, proclaim or resignation survives a crash whatever
 # synchronous_commit says.
