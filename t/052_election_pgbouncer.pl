@@ -17,6 +17,9 @@
 #   1. Twice, the leader is frozen (SIGSTOP) past its TTL; its successor is
 #      elected and writes; the leader is resumed (SIGCONT) and its pending
 #      write goes out with its old token.  Then a leader is killed (SIGKILL).
+#      Then PgBouncer is frozen: the leader counts its leadership lost by
+#      its renew deadline with no call answering, while a renew without a
+#      client-side deadline (statement_timeout set) waits past the expiry.
 #   2. The primary crashes (immediate stop) under a writing leader; the
 #      synchronous standby is promoted; PgBouncer is pointed at it (RELOAD).
 #   3. t/lib/election_check.py checks the whole history: accepted tokens
@@ -275,6 +278,58 @@ pass(scalar(@freezes) . ' leaders frozen past their TTL, each followed by a writ
 	delete $cand{$c};
 	start_candidate('c6');
 	pass("leader $c killed; a successor took over; c6 replaces it");
+}
+
+# The pooler freezes (SIGSTOP): no call answers, and statement_timeout,
+# which runs on the server, never fires.  The leader's keepalive must
+# count its leadership lost by its renew deadline all the same; a renew
+# without a client-side deadline (the control) is still waiting when the
+# lease has expired.
+{
+	my ($c, $t, $pid) = writing_leader('e', 'elect');
+	my %io = (in => '', out => '');
+	my $naive = IPC::Run::start(
+		[
+			$python, '-c', q{
+import sys, time, psycopg2
+conn = psycopg2.connect(sys.argv[1]); conn.autocommit = True
+cur = conn.cursor(); cur.execute("SET statement_timeout = '1s'")
+print("ready", flush=True); sys.stdin.readline()
+cur.execute("SELECT fencing.lease_renew('e', %s, '2 s')", (int(sys.argv[2]),))
+print("answered %s %.3f" % (cur.fetchone()[0], time.time()), flush=True)
+}, $dsn, $t
+		],
+		'<', \$io{in}, '>', \$io{out}, IPC::Run::timeout($timeout));
+	$naive->pump until $io{out} =~ /ready/;
+	my $bpid = slurp_file("$bdir/pgbouncer.pid");
+	chomp $bpid;
+	kill 'STOP', $bpid;
+	my $frozen_at = time;
+	$io{in} .= "go\n";
+	$naive->pump_nb;
+	my $expires = $db->safe_psql('postgres',
+		"SELECT extract(epoch FROM expires_at) FROM fencing.lease_status WHERE name = 'e' AND token = $t");
+	wait_until("$c counts its leadership lost", $timeout, sub {
+		grep { $_->{event} eq 'lost' && $_->{token} == $t } events($c)
+	});
+	my ($lost) = grep { $_->{event} eq 'lost' && $_->{token} == $t } events($c);
+	is($lost->{reason}, 'renew_deadline',
+		"pooler frozen: the leader $c counts its leadership lost (renew_deadline) with no answer");
+	note sprintf('... %.2f s after the freeze, %.2f s before its lease expired at the server',
+		$lost->{at} - $frozen_at, $expires - $lost->{at});
+	wait_until('the lease expired', $timeout, sub { time > $expires + 1 });
+	$naive->pump_nb;
+	unlike($io{out}, qr/answered/,
+		'a renew without a client-side deadline (statement_timeout 1 s) is still waiting'
+		  . ' 1 s after the lease expired');
+	kill 'CONT', $bpid;
+	my $resumed_at = time;
+	$naive->pump until $io{out} =~ /answered/;
+	$naive->finish;
+	my ($answer, $at) = $io{out} =~ /answered (\w+) ([\d.]+)/;
+	note sprintf('the control renew answered "%s" only after the pooler resumed, %.1f s after the expiry',
+		$answer, $at - $expires);
+	cmp_ok($at, '>=', $resumed_at, '... and answered only once the pooler resumed');
 }
 
 my $recycled = () = slurp_file("$bdir/pgbouncer.log") =~ /lifetime/g;
