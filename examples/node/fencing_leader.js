@@ -27,6 +27,9 @@
 //   reason a LeadershipLost), and lead.reason and lead.successor say why.
 // - Nothing is kept per session: every call is one autocommitted statement,
 //   so it works through pgbouncer in transaction mode.
+// - Every SQLSTATE of the README's table (LF001 to LF021) has one meaning
+//   here (sqlstateAction): the leadership is lost, campaign again later,
+//   stop (run() rejects with an ElectionError), or the caller's write failed.
 // node-postgres returns bigint columns as strings: tokens are strings here.
 
 const { Client } = require('pg');
@@ -44,6 +47,40 @@ class LeadershipLost extends Error {
     this.name = 'LeadershipLost';
     this.reason = reason;
     this.successor = successor;
+  }
+}
+
+// What each SQLSTATE of README.md#sqlstates means to an elector and to the
+// writes of its leader.
+// lost: a renew or a write with the token was refused: a newer token wrote,
+// or the token is from before a failover (band).
+const LOST = { LF001: 'refused', LF005: 'lost_at_failover' };
+// retry: no token now (epoch mode without a valid epoch file, or not yet a
+// greater epoch after a promotion; a standby): campaign later.
+const RETRY = new Set(['LF006', 'LF007', '25006']);
+// fatal: nothing a retry changes (token space exhausted, fencing.leases
+// altered, the name is a lease or a semaphore, another role's election,
+// bad arguments): run() rejects with an ElectionError.
+const FATAL = new Set(['LF002', 'LF020', 'LF021', '42501', '22023', '22004']);
+// write: the caller's write itself (no such row, no declared token, a claim
+// guard's refusals): not a verdict on the leadership.
+const WRITE = new Set(['LF003', 'LF004', 'LF010', 'LF011', 'LF012']);
+
+// 'lost', 'retry', 'fatal', 'write', or null (a transient error: log it and
+// retry within the deadlines)
+function sqlstateAction(code) {
+  if (Object.prototype.hasOwnProperty.call(LOST, code)) return 'lost';
+  if (RETRY.has(code)) return 'retry';
+  if (FATAL.has(code)) return 'fatal';
+  if (WRITE.has(code)) return 'write';
+  return null;
+}
+
+class ElectionError extends Error {
+  constructor(code, message) {
+    super(`${code} ${message}`);
+    this.name = 'ElectionError';
+    this.code = code;
   }
 }
 
@@ -122,7 +159,7 @@ class Leadership {
     this.controller = new AbortController();
     this.signal = this.controller.signal; // aborted the moment leadership is lost
     this.reason = null;    // expired, taken_over, released, force_released, lost_at_failover,
-    this.successor = null; // unknown (lease_watch), renew_deadline, refused, stopped
+    this.successor = null; // unknown (lease_watch), renew_deadline, refused, stopped, error
   }
 
   get lost() {
@@ -140,6 +177,16 @@ class Leadership {
     this.successor = successor;
     this.controller.abort(new LeadershipLost(reason, successor));
     this.elector._log('lost', { token: this.token, reason, successor });
+    return true;
+  }
+
+  // A write with this token threw `error`.  If its SQLSTATE says the token is
+  // stale (LOST: LF001, LF005) the leadership is lost: ask why (refused) and
+  // resolve true; otherwise (WRITE codes, anything else) false: the error
+  // is the caller's.
+  async writeFailed(error, conn) {
+    if (sqlstateAction(error && error.code) !== 'lost') return false;
+    await this.refused(conn);
     return true;
   }
 
@@ -187,6 +234,16 @@ class LeaderElector {
     this.logf = o.log;
     this.stopController = new AbortController();
     this.conn = new DeadlineConnection(this.connection);
+    this.current = null;
+    this.error = null;
+  }
+
+  // An error no retry changes: stop, and let run() reject with it.
+  _fatal(e, lead) {
+    this._log('fatal', { error: describe(e) });
+    this.error = e instanceof ElectionError ? e : new ElectionError(e.code, e.message);
+    if (lead) lead.lose('error');
+    this.stopController.abort();
   }
 
   _log(event, fields) {
@@ -211,11 +268,12 @@ class LeaderElector {
           wait: this.watchWait, callTimeout: this.callTimeout,
           signal: this.stopController.signal, log: (ev, f) => this._log(ev, f),
         })) this.onNewLeader(l.candidate, l.value, l.token);
-      })();
+      })().catch((e) => this._fatal(e, this.current));
     }
     while (!this.stopped) {
       const lead = await this._campaign();
       if (!lead) continue;
+      this.current = lead;
       this._log('leading', { token: lead.token });
       this._watch(lead); // ends by itself once the leadership is lost
       if (this.onStartedLeading) {
@@ -227,6 +285,7 @@ class LeaderElector {
     }
     this.conn.close();
     if (observing) await observing;
+    if (this.error) throw this.error;
   }
 
   async _campaign() {
@@ -239,8 +298,14 @@ class LeaderElector {
         [this.election, this.candidate, this.value, this.ttl, this.retryPeriod],
         (this.retryPeriod + this.callTimeout) * 1000);
     } catch (e) {
+      const action = sqlstateAction(e.code);
+      if (action === 'fatal') {
+        this._fatal(e);
+        return null;
+      }
       this._log('campaign_error', { error: describe(e) });
-      await sleep(this.callTimeout, this.stopController.signal);
+      await sleep(action === 'retry' ? this.retryPeriod : this.callTimeout,
+        this.stopController.signal);
       return null;
     }
     const token = rows[0].token;
@@ -279,8 +344,13 @@ class LeaderElector {
           [this.election, lead.token, this.ttl],
           Math.min(this.callTimeout, lead.trustedUntil - t) * 1000);
       } catch (e) {
-        if (e.code === 'LF005') {
-          lead.lose('lost_at_failover');
+        const action = sqlstateAction(e.code);
+        if (action === 'lost') {
+          lead.lose(LOST[e.code]);
+          break;
+        }
+        if (action === 'fatal') {
+          this._fatal(e, lead);
           break;
         }
         this._log(e instanceof DeadlineExceeded ? 'renew_timeout' : 'renew_error',
@@ -326,8 +396,13 @@ class LeaderElector {
             [this.election, lead.token, this.watchWait],
             (this.watchWait + this.callTimeout) * 1000);
         } catch (e) {
-          if (e.code === 'LF005') {
-            lead.lose('lost_at_failover');
+          const action = sqlstateAction(e.code);
+          if (action === 'lost') {
+            lead.lose(LOST[e.code]);
+            break;
+          }
+          if (action === 'fatal') {
+            this._fatal(e, lead);
             break;
           }
           if (!(e instanceof DeadlineExceeded)) await sleep(this.callTimeout, lead.signal);
@@ -370,6 +445,7 @@ async function* observe(connection, election, o = {}) {
           [election, known ? known.token : null, known ? known.value : null, known ? wait : 0],
           (wait + callTimeout) * 1000);
       } catch (e) {
+        if (sqlstateAction(e.code) === 'fatal') throw new ElectionError(e.code, e.message);
         if (o.log) o.log('observe_error', { error: describe(e) });
         await sleep(callTimeout, o.signal);
         continue;
@@ -391,5 +467,5 @@ function describe(e) {
   return e.code ? `${e.code} ${e.message}` : e.message;
 }
 
-module.exports = { DeadlineConnection, DeadlineExceeded, LeaderElector, Leadership,
-  LeadershipLost, observe, sleep };
+module.exports = { DeadlineConnection, DeadlineExceeded, ElectionError, LeaderElector,
+  Leadership, LeadershipLost, observe, sleep, sqlstateAction, LOST, RETRY, FATAL, WRITE };

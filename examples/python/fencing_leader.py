@@ -39,6 +39,9 @@ What it does, and why:
 - Nothing is kept per session: every call is one statement in autocommit,
   so it works through pgbouncer in transaction mode, and a recycled server
   connection changes nothing.
+- Every SQLSTATE of the README's table (LF001 to LF021) has one meaning
+  here (sqlstate_action): the leadership is lost, campaign again later,
+  stop (run() raises ElectionError), or the caller's own write failed.
 
 Needs psycopg2 (Debian: python3-psycopg2).
 """
@@ -50,8 +53,43 @@ import time
 import psycopg2
 import psycopg2.extensions
 
-__all__ = ["DeadlineConnection", "DeadlineExceeded", "LeaderElector", "Leadership",
-           "observe"]
+__all__ = ["DeadlineConnection", "DeadlineExceeded", "ElectionError", "LeaderElector",
+           "Leadership", "observe", "sqlstate_action"]
+
+# What each SQLSTATE of README.md#sqlstates means to an elector and to the
+# writes of its leader.
+LOST = {"LF001": "refused", "LF005": "lost_at_failover"}
+"""A renew or a write with the token was refused: a newer token wrote, or
+the token is from before a failover (band).  The leadership is over."""
+RETRY = frozenset(["LF006", "LF007", "25006"])
+"""No token now: epoch mode without a valid epoch file, or not yet a
+greater epoch after a promotion; a standby (read-only).  Campaign later."""
+FATAL = frozenset(["LF002", "LF020", "LF021", "42501", "22023", "22004"])
+"""Nothing a retry changes: token space exhausted, fencing.leases altered,
+the name is a lease or a semaphore, another role's election, bad
+arguments.  run() raises ElectionError."""
+WRITE = frozenset(["LF003", "LF004", "LF010", "LF011", "LF012"])
+"""The caller's write itself (no such row, no declared token, a claim
+guard's refusals): not a verdict on the leadership; raised to the caller."""
+
+
+def sqlstate_action(code):
+    """'lost', 'retry', 'fatal', 'write', or None (anything else: a
+    transient error; log it and retry within the deadlines)."""
+    if code in LOST:
+        return "lost"
+    for action, codes in (("retry", RETRY), ("fatal", FATAL), ("write", WRITE)):
+        if code in codes:
+            return action
+    return None
+
+
+class ElectionError(Exception):
+    """The elector stopped on an error no retry changes (FATAL); .pgcode."""
+
+    def __init__(self, pgcode, message):
+        super().__init__("%s %s" % (pgcode, message))
+        self.pgcode = pgcode
 
 
 class DeadlineExceeded(Exception):
@@ -128,7 +166,9 @@ class Leadership:
     lost         threading.Event, set the moment the leadership is lost
     reason       why: expired, taken_over, released, force_released,
                  lost_at_failover, unknown (lease_watch's reasons), or
-                 renew_deadline (no renew answered in time), stopped
+                 renew_deadline (no renew answered in time), refused (a
+                 write refused before the server saw the token replaced),
+                 stopped (stop()), error (a FATAL SQLSTATE: run() raises)
     successor    the token that replaced this one, when the server knows it
     """
 
@@ -145,6 +185,20 @@ class Leadership:
         """A cheap local check before a side effect: not lost, and within
         the renew deadline.  It narrows the window; the fence closes it."""
         return not self.lost.is_set() and time.monotonic() < self.trusted_until
+
+    def write_failed(self, error, conn):
+        """A write with this token raised `error`.  If its SQLSTATE says the
+        token is stale (LOST: LF001, LF005), the leadership is lost: ask
+        why (refused) and return True; otherwise (WRITE codes, anything
+        else) return False, and the error is the caller's."""
+        if sqlstate_action(getattr(error, "pgcode", None)) != "lost":
+            return False
+        self.refused(conn)
+        return True
+
+    def wait_lost(self, timeout=None):
+        """Block until the leadership is lost (or timeout): its reason, or None."""
+        return self.reason if self.lost.wait(timeout) else None
 
     def refused(self, conn):
         """A write with this token was refused (LF001, LF005): a newer
@@ -222,6 +276,7 @@ class LeaderElector:
         self._logf = log
         self.stopped = threading.Event()
         self.current = None
+        self.error = None
         self._conn = DeadlineConnection(dsn, "fencing_leader keepalive")
 
     def _log(self, event, **fields):
@@ -249,9 +304,19 @@ class LeaderElector:
             if self.on_stopped_leading:
                 self.on_stopped_leading(lead)
         self._conn.close()
+        if self.error is not None:
+            raise self.error
 
     def stop(self):
         """Stop campaigning; a leader resigns (best effort, within call_timeout)."""
+        self.stopped.set()
+
+    def _fatal(self, e, lead=None):
+        """An error no retry changes: stop, and let run() raise it."""
+        self._log("fatal", error=_describe(e))
+        self.error = ElectionError(e.pgcode, _describe(e))
+        if lead is not None:
+            lead.lose("error")
         self.stopped.set()
 
     def _campaign(self):
@@ -263,8 +328,12 @@ class LeaderElector:
                  _secs(self.retry_period)),
                 timeout=self.retry_period + self.call_timeout)
         except (DeadlineExceeded, psycopg2.Error) as e:
+            action = sqlstate_action(getattr(e, "pgcode", None))
+            if action == "fatal":
+                self._fatal(e)
+                return None
             self._log("campaign_error", error=_describe(e))
-            self.stopped.wait(self.call_timeout)
+            self.stopped.wait(self.retry_period if action == "retry" else self.call_timeout)
             return None
         token = rows[0][0]
         if token is None:
@@ -301,8 +370,12 @@ class LeaderElector:
                 self._log("renew_timeout", token=lead.token)
                 continue
             except psycopg2.Error as e:
-                if e.pgcode == "LF005":
-                    lead.lose("lost_at_failover")
+                action = sqlstate_action(e.pgcode)
+                if action == "lost":
+                    lead.lose(LOST[e.pgcode])
+                    break
+                if action == "fatal":
+                    self._fatal(e, lead)
                     break
                 self._log("renew_error", token=lead.token, error=_describe(e))
                 lead.lost.wait(min(self.renew_every / 4, max(lead.trusted_until - now, 0)))
@@ -338,8 +411,12 @@ class LeaderElector:
                 except DeadlineExceeded:
                     continue
                 except psycopg2.Error as e:
-                    if e.pgcode == "LF005":
-                        lead.lose("lost_at_failover")
+                    action = sqlstate_action(e.pgcode)
+                    if action == "lost":
+                        lead.lose(LOST[e.pgcode])
+                        break
+                    if action == "fatal":
+                        self._fatal(e, lead)
                         break
                     lead.lost.wait(self.call_timeout)
                     continue
@@ -358,9 +435,16 @@ class LeaderElector:
         lead.lose("stopped")
 
     def _observe(self):
-        for leader in observe(self.dsn, self.election, self.watch_wait, self.call_timeout,
-                              stopped=self.stopped, log=self._log):
-            self.on_new_leader(*leader)
+        try:
+            for leader in observe(self.dsn, self.election, self.watch_wait, self.call_timeout,
+                                  stopped=self.stopped, log=self._log):
+                self.on_new_leader(*leader)
+        except ElectionError as e:
+            self._log("fatal", error=str(e))
+            self.error = e
+            if self.current is not None:
+                self.current.lose("error")
+            self.stopped.set()
 
 
 def observe(dsn, election, wait=10.0, call_timeout=2.5, stopped=None, log=None):
@@ -368,7 +452,8 @@ def observe(dsn, election, wait=10.0, call_timeout=2.5, stopped=None, log=None):
     what was seen last ((None, None, None): no leader), starting with the
     current one.  election_observe blocks in the server until a change
     (expiry included), so this does not poll; each call passes on what the
-    last one returned, so it survives reconnects and recycled connections."""
+    last one returned, so it survives reconnects and recycled connections.
+    Raises ElectionError on a FATAL SQLSTATE (LF021: the name is a lease)."""
     conn = DeadlineConnection(dsn, "fencing_leader observe")
     known = None
     try:
@@ -381,6 +466,8 @@ def observe(dsn, election, wait=10.0, call_timeout=2.5, stopped=None, log=None):
                     (election, token, value, _secs(wait if known else 0)),
                     timeout=wait + call_timeout)
             except (DeadlineExceeded, psycopg2.Error) as e:
+                if sqlstate_action(getattr(e, "pgcode", None)) == "fatal":
+                    raise ElectionError(e.pgcode, _describe(e))
                 if log:
                     log("observe_error", error=_describe(e))
                 if stopped is not None:
