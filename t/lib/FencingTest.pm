@@ -58,7 +58,8 @@ my @bouncers;
 # start_pgbouncer($node, users => [...], pool_size => N, max_client_conn => N):
 # a PgBouncer in transaction pooling mode in front of $node's database
 # postgres, on a free port of 127.0.0.1, trusting the users named, with
-# pool_size server connections at most.  Returns (port, its directory, a
+# pool_size server connections at most; extra => "name = value\n..." adds
+# settings of [pgbouncer].  Returns (port, its directory, a
 # reference to its stderr, its IPC::Run handle).  It is stopped when the
 # test ends, whatever happened.
 sub start_pgbouncer
@@ -90,7 +91,7 @@ ignore_startup_parameters = extra_float_digits
 query_wait_timeout = 120
 logfile = $dir/pgbouncer.log
 pidfile = $dir/pgbouncer.pid
-});
+} . ($o{extra} // ''));
 	my ($out, $err) = ('', '');
 	my $h = IPC::Run::start([ $pgbouncer, "$dir/pgbouncer.ini" ],
 		'<', \undef, '>', \$out, '2>', \$err);
