@@ -30,7 +30,6 @@ use warnings;
 
 use File::Path qw(rmtree);
 use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::RecursiveCopy;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use FindBin;
@@ -135,15 +134,23 @@ for my $c ((map { $_->[0] } @records), $ops_end)
 }
 $p->stop('immediate');
 my $pristine = "$tmp/pristine";
-PostgreSQL::Test::RecursiveCopy::copypath($p->data_dir, $pristine);
+copy_dir($p->data_dir, $pristine);
+
+# cp -a: PostgreSQL::Test::RecursiveCopy is not in 13's test modules
+sub copy_dir
+{
+	my ($from, $to) = @_;
+	my ($rc, $out) = run_cmd(120, 'cp', '-a', $from, $to);
+	die "cp -a $from $to: $out" if $rc != 0;
+	return;
+}
 
 # the data directory as a crash at $cut left it
 sub restore_cut
 {
 	my ($cut) = @_;
 	rmtree($p->data_dir);
-	PostgreSQL::Test::RecursiveCopy::copypath($pristine, $p->data_dir);
-	chmod 0700, $p->data_dir or die $p->data_dir . ": $!";
+	copy_dir($pristine, $p->data_dir);
 	my $wal = $p->data_dir . '/pg_wal';
 	opendir(my $dh, $wal) or die "$wal: $!";
 	for my $f (readdir $dh)

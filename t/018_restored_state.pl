@@ -173,10 +173,13 @@ sub upgrade
 
 	my $new = PostgreSQL::Test::Cluster->new("${name}_new");
 	$new->init;
-	my $bindir = $old->config_data('--bindir');
+	# the binaries the test runs (13 has no config_data)
+	my ($bindir) = grep { -x "$_/pg_upgrade" } split /:/, $ENV{PATH};
+	my (undef, $help) = run_cmd(60, 'pg_upgrade', '--help');
+	my $no_sync = $help =~ /--no-sync/ ? '--no-sync' : '';
 	my $cwd = PostgreSQL::Test::Utils::tempdir;
 	my ($rc, $log) = run_cmd(600, 'sh', '-c',
-		qq{cd "$cwd" && pg_upgrade --no-sync -b "$bindir" -B "$bindir" }
+		qq{cd "$cwd" && pg_upgrade $no_sync -b "$bindir" -B "$bindir" }
 		  . qq{-d "} . $old->data_dir . qq{" -D "} . $new->data_dir . qq{" }
 		  . qq{-p } . $old->port . qq{ -P } . $new->port . qq{ -s "} . $old->host . qq{"});
 	is($rc, 0, "$name: pg_upgrade") or diag($log);
