@@ -116,11 +116,14 @@
  *	  refused).
  *	- a band entry: from the mark to the last record, the entry is due and
  *	  its reason is still there: N keeps the old timeline; B stays 0 on a
- *	  first install; a restored state stays not ours until RESTORED is set,
- *	  and RESTORED keeps it a restore once O and W are ours.  So classify()
- *	  returns the entry it did before (or TIMELINE, if the prefix is seen on
- *	  a new timeline), never CURRENT, and the state is ours (refuses tokens
- *	  from before the band) exactly when it was, or RESTORED holds.
+ *	  first install; a restored state stays not ours until the mark has
+ *	  set RESTORED, which keeps it a restore once O and W are ours.  So
+ *	  classify() returns the entry it did before (or TIMELINE, if the
+ *	  prefix is seen on a new timeline), never CURRENT.  A state that was
+ *	  ours stays ours at every prefix, so it keeps refusing tokens from
+ *	  before its band (a promoted standby: all of them); one that was not
+ *	  is still judged a restore (REPLACED, or TIMELINE on a new timeline,
+ *	  which refuses more).
  *	- history arrived: ARRIVED, or the stronger entry the state was due.
  *
  * Why that is safe: no token of a band is returned before its last record
@@ -128,8 +131,9 @@
  * prefix has handed out nothing of its own and its counter is at least
  * every token returned before it; a repeated entry starts above that
  * counter, in epoch mode needs at least the epoch the interrupted one
- * needed (RESTORED keeps a restore's floor), and a token of its band is
- * above every token of the history it continues.
+ * needed (RESTORED keeps a restore's floor, which the interrupted entry
+ * already raised to its own epoch: one more is needed), and a token of its
+ * band is above every token of the history it continues.
  *
  * Tokens issued before the current band entry may have fenced data that
  * the new band's history does not have (an asynchronous failover loses the
