@@ -144,35 +144,8 @@ COMMENT ON FUNCTION fencing.lease_renew(text, bigint, interval) IS
 -- role's lease raises 42501, and the whole call changes nothing).
 CREATE FUNCTION fencing.lease_renew_all(names text[], tokens bigint[], ttl interval)
 RETURNS TABLE (name text, token bigint, renewed boolean)
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-	IF names IS NULL OR tokens IS NULL OR ttl IS NULL THEN
-		RAISE EXCEPTION 'lease names, tokens and TTL must not be null'
-			USING ERRCODE = '22004';
-	END IF;
-	IF pg_catalog.array_ndims(names) > 1 OR pg_catalog.array_ndims(tokens) > 1 THEN
-		RAISE EXCEPTION 'lease names and tokens must be one-dimensional arrays'
-			USING ERRCODE = '22023';
-	END IF;
-	IF pg_catalog.cardinality(names) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(tokens) THEN
-		RAISE EXCEPTION 'got % lease names but % tokens',
-			pg_catalog.cardinality(names), pg_catalog.cardinality(tokens)
-			USING ERRCODE = '22023',
-				  HINT = 'Pass one token per lease, in the same order.';
-	END IF;
-	IF pg_catalog.cardinality(names) OPERATOR(pg_catalog.>) 10000 THEN
-		RAISE EXCEPTION 'at most 10000 leases per call, got %', pg_catalog.cardinality(names)
-			USING ERRCODE = '22023';
-	END IF;
-	RETURN QUERY
-		SELECT u.n, u.t, fencing.lease_renew(u.n, u.t, lease_renew_all.ttl)
-		  FROM ROWS FROM (pg_catalog.unnest(names), pg_catalog.unnest(tokens))
-			   WITH ORDINALITY AS u(n, t, i)
-		 ORDER BY u.n COLLATE "C", u.i;
-END
-$$;
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_lease_renew_all';
 
 COMMENT ON FUNCTION fencing.lease_renew_all(text[], bigint[], interval) IS
 	'Renew many leases of one holder, each with its own token; one row per lease, in name order';
@@ -184,6 +157,18 @@ AS 'MODULE_PATHNAME', 'fencing_lease_release';
 
 COMMENT ON FUNCTION fencing.lease_release(text, bigint) IS
 	'Free a live lease held with this token';
+
+-- The keyed hash of a lease name in its advisory lock tags (pg_locks:
+-- classid = its high 32 bits, objid = its low 32 bits, objsubid 17989 and
+-- 17990), for superusers who want to tell which lease a waiter waits for.
+-- Keyed with a secret of the cluster, so that no role can craft a name that
+-- shares another lease's queue; not granted to PUBLIC.
+CREATE FUNCTION fencing._lease_lock_tag(name text)
+RETURNS bigint
+LANGUAGE C VOLATILE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'fencing_lease_lock_tag';
+
+REVOKE ALL ON FUNCTION fencing._lease_lock_tag(text) FROM PUBLIC;
 
 CREATE FUNCTION fencing.lease_check(name text, token bigint)
 RETURNS boolean
@@ -396,6 +381,10 @@ REVOKE ALL ON FUNCTION fencing_monitor._stats(),
 	FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION fencing_monitor._stats(),
 	fencing_monitor._stats_wait_histogram() TO pg_monitor;
+-- fencing_monitor.waiters maps lock tags to leases with it; with the key
+-- unknown, computing tags finds a name sharing a given lease's tag no
+-- sooner than 2^64 tries
+GRANT EXECUTE ON FUNCTION fencing._lease_lock_tag(text) TO pg_monitor;
 
 CREATE VIEW fencing_monitor.stats AS
 SELECT l.leases,
@@ -465,7 +454,7 @@ SELECT n.name AS lease,
 	   a.wait_event,
 	   a.query_start
   FROM pg_catalog.pg_locks AS q
-  JOIN (SELECT DISTINCT r.name, pg_catalog.hashtextextended(r.name, 0) AS h
+  JOIN (SELECT DISTINCT r.name, fencing._lease_lock_tag(r.name) AS h
 		  FROM fencing.leases AS r
 		 WHERE r.released_at IS NULL) AS n
 	ON q.classid OPERATOR(pg_catalog.=)

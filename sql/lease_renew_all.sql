@@ -1,8 +1,10 @@
 --
 -- Group keepalive: lease_renew_all(names, tokens, ttl) renews each lease
 -- with its own token and reports each on its own row, in name order.
--- Bad input fails the whole call and changes nothing; so does another
--- role's lease (42501); members of fencing_admin act as the holder.
+-- Bad input fails the whole call and changes nothing, whatever the arrays
+-- hold; so does another role's lease (42501); members of fencing_admin act
+-- as the holder.  A token from before the current band (LF005 for
+-- lease_renew) is reported on its own row, not renewed.
 --
 SELECT fencing.lease_acquire('ra_1', 'node', '1 min') AS t1 \gset
 SELECT fencing.lease_acquire('ra_2', 'node', '1 min') AS t2 \gset
@@ -45,6 +47,11 @@ SELECT * FROM fencing.lease_renew_all(ARRAY['ra_1'], ARRAY[:t1], '-1 min');
 SELECT * FROM fencing.lease_renew_all(ARRAY['ra_1'], ARRAY[:t1], '2 days');
 SELECT * FROM fencing.lease_renew_all(array_fill('ra_1'::text, ARRAY[10001]),
 									  array_fill(:t1::bigint, ARRAY[10001]), '1 min');
+-- the TTL is checked whatever the arrays hold: empty ones too
+SELECT * FROM fencing.lease_renew_all('{}', '{}', '-1 s');
+SELECT * FROM fencing.lease_renew_all('{}', '{}', '0');
+SELECT * FROM fencing.lease_renew_all('{}', '{}', '2 days');
+SELECT * FROM fencing.lease_renew_all(ARRAY[]::text[], ARRAY[]::bigint[], NULL);
 \set VERBOSITY default
 SELECT pg_temp.renewals() AS unchanged;
 
@@ -79,6 +86,33 @@ SELECT name, renewed FROM fencing.lease_renew_all(ARRAY['ra_a', 'ra_b'], ARRAY[:
 RESET ROLE;
 SELECT pg_temp.renewals() AS after_roles;
 SELECT name, holder_role::text FROM fencing.lease_status WHERE name IN ('ra_a', 'ra_b') ORDER BY name;
+
+-- a token from before the current band (as after a failover: here a new
+-- band entered by hand) is not renewed, and reported on its row; the other
+-- leases of the call are renewed
+SET ROLE regress_ra_a;
+SELECT fencing.lease_acquire('ra_old', 'node', '1 min') AS told \gset
+RESET ROLE;
+SELECT fencing.advance_tokens();
+SET ROLE regress_ra_a;
+SELECT fencing.lease_acquire('ra_new', 'node', '1 min') AS tnew \gset
+SELECT name, token = :told AS old_token, renewed
+  FROM fencing.lease_renew_all(ARRAY['ra_new', 'ra_old'], ARRAY[:tnew, :told], '10 min');
+RESET ROLE;
+SELECT name, renewals, expires_at > now() + interval '9 min' AS extended
+  FROM fencing.lease_status WHERE name IN ('ra_old', 'ra_new') ORDER BY name;
+-- lease_renew refuses it as an error, and renews nothing either
+SET ROLE regress_ra_a;
+\set VERBOSITY sqlstate
+SELECT fencing.lease_renew('ra_old', :told, '10 min');
+-- another role's lease is refused (42501) first, old band or not
+RESET ROLE;
+SET ROLE regress_ra_b;
+\set VERBOSITY terse
+SELECT * FROM fencing.lease_renew_all(ARRAY['ra_old'], ARRAY[:told], '10 min');
+\set VERBOSITY default
+RESET ROLE;
+SELECT name, renewals FROM fencing.lease_status WHERE name IN ('ra_old', 'ra_new') ORDER BY name;
 
 DELETE FROM fencing.leases WHERE name LIKE 'ra\_%';
 REVOKE USAGE ON SCHEMA fencing FROM regress_ra_a, regress_ra_b, regress_ra_ops;

@@ -130,6 +130,73 @@ ROLLBACK;
 -- allow_unfenced: a delete with no token passes (an operator's cleanup)
 SELECT pg_temp.try($$DELETE FROM q_claims WHERE id = 1$$) AS unfenced_delete;
 
+-- One guard for every write, beside the claim: 'allow_unfenced' and no
+-- WHEN clause.  The claim passes it, also with a stale token declared (a
+-- claim is not a delivery's write); any write that brings a token is
+-- checked, whatever the row's state; a write with no token passes; no
+-- write moves the stamp, and a jsonb column written whole keeps it.
+CREATE TABLE q_any (id int PRIMARY KEY, state text NOT NULL DEFAULT 'available',
+                    attempt int NOT NULL DEFAULT 0, meta jsonb, output jsonb);
+CREATE TRIGGER fencing_claim BEFORE UPDATE OF attempt ON q_any FOR EACH ROW
+    WHEN (NEW.attempt > OLD.attempt)
+    EXECUTE FUNCTION fencing.claim_stamp('meta->fencing_token');
+CREATE TRIGGER fencing_guard BEFORE INSERT OR UPDATE OR DELETE ON q_any FOR EACH ROW
+    EXECUTE FUNCTION fencing.claim_guard('meta->fencing_token', 'output->fencing_token', 'allow_unfenced');
+INSERT INTO q_any (id, meta) VALUES (1, '{}'), (2, NULL), (3, '{"n": 3}');
+SELECT pg_temp.try($$INSERT INTO q_any (id, meta) VALUES (4, '[4]')$$) AS insert_array;
+SELECT pg_temp.try($$UPDATE q_any SET state = 'running', attempt = attempt + 1 WHERE id = 1 RETURNING meta->>'fencing_token'$$) AS claim_a;
+SELECT meta->>'fencing_token' AS a_token FROM q_any WHERE id = 1 \gset
+BEGIN;
+SET LOCAL fencing.token = '1';
+SELECT pg_temp.try($$UPDATE q_any SET state = 'running', attempt = attempt + 1 WHERE id = 1 RETURNING meta->>'fencing_token'$$) AS claim_b_token_declared;
+COMMIT;
+-- B ends the job with its token in the output (the delivery place)
+SELECT pg_temp.try($$UPDATE q_any SET state = 'done', output = jsonb_build_object('fencing_token', meta->'fencing_token') WHERE id = 1$$) AS b_done;
+-- a later write that does not write the output is not B's: its token is
+-- the declared one, and with none it passes
+SELECT pg_temp.try($$UPDATE q_any SET state = 'archived' WHERE id = 1$$) AS tokenless_after;
+-- A brings its token after B's end, in the output or declared: refused,
+-- as an UPDATE or a DELETE
+SELECT pg_temp.try(format($$UPDATE q_any SET output = '{"fencing_token": %s}' WHERE id = 1$$, :'a_token')) AS a_output_after;
+BEGIN;
+SELECT set_config('fencing.token', :'a_token', true) IS NOT NULL AS declared;
+SELECT pg_temp.try($$UPDATE q_any SET state = 'done by A' WHERE id = 1$$) AS a_update_after;
+SELECT pg_temp.try($$DELETE FROM q_any WHERE id = 1$$) AS a_delete_after;
+-- a row never claimed: LF011
+SELECT pg_temp.try($$UPDATE q_any SET state = 'x' WHERE id = 3$$) AS unclaimed;
+-- an INSERT is a new row: a token declared for the transaction does not
+-- apply to it
+SELECT pg_temp.try($$INSERT INTO q_any (id) VALUES (5) RETURNING id$$) AS insert_with_token_declared;
+COMMIT;
+-- the stamp: meta written whole without it keeps it; another value, or a
+-- value where none was, is refused; a value that could not hold it too
+SELECT pg_temp.try($$UPDATE q_any SET meta = '{"note": 1}' WHERE id = 1 RETURNING meta::text$$) AS meta_replaced;
+SELECT pg_temp.try($$UPDATE q_any SET meta = meta - 'fencing_token' WHERE id = 1 RETURNING meta::text$$) AS key_removed;
+SELECT pg_temp.try($$UPDATE q_any SET meta = NULL WHERE id = 1 RETURNING meta::text$$) AS meta_null;
+SELECT pg_temp.try(format($$UPDATE q_any SET meta = '{"fencing_token": "%s"}' WHERE id = 1$$, :'a_token')) AS stamp_rewound;
+SELECT pg_temp.try($$UPDATE q_any SET meta = '{"fencing_token": "9000000000000000000"}' WHERE id = 3$$) AS stamp_forged;
+SELECT pg_temp.try($$UPDATE q_any SET meta = '[1]' WHERE id = 1$$) AS meta_array;
+SELECT pg_temp.try($$UPDATE q_any SET meta = '"s"' WHERE id = 3$$) AS unclaimed_meta_scalar;
+-- a tokenless DELETE passes
+SELECT pg_temp.try($$DELETE FROM q_any WHERE id = 2$$) AS tokenless_delete;
+SELECT id, state, attempt, pg_temp.rel(meta::text) AS meta, pg_temp.rel(output::text) AS output FROM q_any ORDER BY id;
+
+-- claim_stamp fires first: triggers of one kind fire in name order, and a
+-- guard that sorts before the claim would take the claim for a
+-- delivery's write.  The first claim says so (39P01) and changes nothing.
+CREATE TABLE q_order (id int PRIMARY KEY, attempt int NOT NULL DEFAULT 0, tok bigint);
+CREATE TRIGGER b_claim BEFORE UPDATE ON q_order FOR EACH ROW
+    WHEN (NEW.attempt > OLD.attempt)
+    EXECUTE FUNCTION fencing.claim_stamp('tok');
+CREATE TRIGGER a_guard BEFORE UPDATE ON q_order FOR EACH ROW
+    EXECUTE FUNCTION fencing.claim_guard('tok', '', 'allow_unfenced');
+INSERT INTO q_order VALUES (1, 0, NULL);
+SELECT pg_temp.try($$UPDATE q_order SET attempt = attempt + 1 RETURNING tok$$) AS claim_guard_first;
+DROP TRIGGER a_guard ON q_order;
+CREATE TRIGGER c_guard BEFORE UPDATE ON q_order FOR EACH ROW
+    EXECUTE FUNCTION fencing.claim_guard('tok', '', 'allow_unfenced');
+SELECT pg_temp.try($$UPDATE q_order SET attempt = attempt + 1 RETURNING tok IS NOT NULL$$) AS claim_stamp_first;
+
 -- every refusal above was counted as a stale write refused
 SELECT s.stale_writes_refused - b.refused AS refusals_counted FROM fencing.stats AS s, pg_temp.base AS b;
-DROP TABLE q_jobs, q_boss, q_claims;
+DROP TABLE q_jobs, q_boss, q_claims, q_any, q_order;

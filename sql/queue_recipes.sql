@@ -8,24 +8,53 @@
 -- with a stale delivery's token.  For each queue: A claims, freezes past
 -- the queue's rescue, the job is rescued and claimed again by B; A's
 -- heartbeat, completion and every other end are refused (LF001), or are
--- shown harmless; B's are accepted.  The issue-31 reproductions are here
--- too, each with the recipe refusing it.  Tokens are shown relative to the
--- first one this file takes (T0).
+-- shown harmless; B's are accepted.  The issue-31 reproductions and the
+-- red team's (a stale write after the newer delivery ended its run, a
+-- rewound stamp, a tokenless hand-back, the liveness traps) are here too,
+-- each refused, with a control that runs the same statement with the
+-- recipe's guards off (pg_temp.without_guards) and shows that it lands.
+-- Tokens are shown relative to the first one this file takes (T0).
 --
 \set VERBOSITY terse
 \set SHOW_CONTEXT never
 SET client_min_messages = warning;
 CREATE TEMP TABLE base AS SELECT fencing.next_token() AS t0;
 \i sql/include/queue_try.sql
--- run q with fencing.token declared as t (SET LOCAL), in a subtransaction
+-- run q with fencing.token declared as t (SET LOCAL; none if t is NULL),
+-- in a subtransaction
 CREATE FUNCTION pg_temp.as_delivery(t bigint, q text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
 	r text;
 BEGIN
-	PERFORM set_config('fencing.token', t::text, true);
+	PERFORM set_config('fencing.token', coalesce(t::text, ''), true);
 	r := pg_temp.try(q);
 	PERFORM set_config('fencing.token', '', true);
 	RETURN r;
+END $$;
+-- the negative control: q as pg_temp.as_delivery runs it, on tbl (and its
+-- partitions) with every fencing_ trigger but the claim's disabled, then
+-- the probe query's row; all rolled back
+CREATE FUNCTION pg_temp.without_guards(tbl regclass, t bigint, q text, probe text) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	r text;
+	p text;
+	g record;
+BEGIN
+	BEGIN
+		FOR g IN SELECT tgrelid::regclass AS rel, tgname FROM pg_trigger
+				  WHERE (tgrelid = tbl OR tgrelid IN (SELECT relid FROM pg_partition_tree(tbl)))
+					AND tgname LIKE 'fencing\_%' AND tgname <> 'fencing_claim'
+				  ORDER BY tgrelid, tgname LOOP
+			EXECUTE format('ALTER TABLE %s DISABLE TRIGGER %I', g.rel, g.tgname);
+		END LOOP;
+		r := pg_temp.as_delivery(t, q);
+		EXECUTE probe INTO p;
+		RAISE EXCEPTION 'rolled back' USING DETAIL = r || ' => ' || coalesce(p, 'no row');
+	EXCEPTION WHEN raise_exception THEN
+		GET STACKED DIAGNOSTICS r = PG_EXCEPTION_DETAIL;
+		RETURN pg_temp.rel(r);
+	END;
 END $$;
 
 -- ---- River -------------------------------------------------------------
@@ -82,6 +111,22 @@ SELECT pg_temp.as_delivery(:t_a, $$UPDATE river_job SET state = 'discarded', fin
 SELECT pg_temp.try($$UPDATE river_job SET finalized_at = now(), state = 'completed' WHERE id = 1 AND state = 'running'$$) AS tokenless;
 -- an operator's JobCancel of a running job only marks it (metadata): passes
 SELECT pg_temp.try($$UPDATE river_job SET metadata = jsonb_set(metadata, '{cancel_attempted_at}', '"2026-01-01T00:00:00Z"', true) WHERE id = 1 AND state NOT IN ('cancelled', 'completed', 'discarded')$$) AS operator_cancel;
+-- JobUpdate (JobUpdateTx, and ResumableSetStepTx, which checks only the
+-- in-memory job.State), run in A's own transaction after its SET LOCAL:
+-- it merges A's step and output into the metadata of B's run (red team
+-- H6); refused, whatever the state.  The control: without the guards it
+-- lands, and B's next attempt would skip a step only A did
+SELECT pg_temp.as_delivery(:t_a, $$WITH locked_job AS (SELECT id FROM river_job WHERE river_job.id = 1 FOR UPDATE)
+	UPDATE river_job SET metadata = CASE WHEN true THEN metadata || '{"river:resumable_step": "step3", "output": {"by": "A"}}'::jsonb ELSE metadata END
+	  FROM locked_job WHERE river_job.id = locked_job.id RETURNING river_job.state$$) AS a_job_update;
+SELECT pg_temp.without_guards('river_job', :t_a, $$WITH locked_job AS (SELECT id FROM river_job WHERE river_job.id = 1 FOR UPDATE)
+	UPDATE river_job SET metadata = CASE WHEN true THEN metadata || '{"river:resumable_step": "step3", "output": {"by": "A"}}'::jsonb ELSE metadata END
+	  FROM locked_job WHERE river_job.id = locked_job.id RETURNING river_job.state$$,
+	$$SELECT state || ', step ' || (metadata->>'river:resumable_step') FROM river_job WHERE id = 1$$) AS a_job_update_unguarded;
+-- metadata written whole without the stamp (a write River does not make,
+-- here an operator's): the stamp stays; with another stamp in it: LF012
+SELECT pg_temp.try($$UPDATE river_job SET metadata = '{"note": "ops"}' WHERE id = 1 RETURNING metadata::text$$) AS operator_replaces_metadata;
+SELECT pg_temp.try(format($$UPDATE river_job SET metadata = '{"fencing_token": "%s"}' WHERE id = 1$$, :t_a)) AS rewind_stamp;
 -- JobDelete and JobRetry leave running jobs alone (their own state check)
 SELECT pg_temp.try($$DELETE FROM river_job WHERE id = 1 AND state != 'running'$$) AS operator_delete;
 SELECT pg_temp.try($$UPDATE river_job SET state = 'available', finalized_at = NULL WHERE id = 1 AND state != 'running'$$) AS operator_retry;
@@ -92,15 +137,15 @@ SELECT id, state, attempt, attempted_by, (metadata->>'fencing_token')::bigint = 
 	   metadata->'progress' AS progress, array_length(errors, 1) AS errors FROM river_job WHERE id = 1;
 -- A's late heartbeat on the completed job: no row (LF003), A stops
 SELECT pg_temp.as_delivery(:t_a, $$WITH u AS (UPDATE river_job SET attempted_at = now() WHERE id = 1 AND state = 'running' RETURNING 1) SELECT fencing.expect_rows(count(*)) FROM u$$) AS a_heartbeat_after;
--- the control: without the recipe's end guard A's snooze lands on B's
+-- A's JobUpdate after B completed: refused
+SELECT pg_temp.as_delivery(:t_a, $$UPDATE river_job SET metadata = metadata || '{"output": {"by": "A"}}' WHERE id = 1 RETURNING state$$) AS a_job_update_after;
+-- the control: without the recipe's guards A's snooze lands on B's
 -- running job (River's state check passes: the job is running again)
 ALTER TABLE river_job DISABLE TRIGGER USER;
 UPDATE river_job SET state = 'running', finalized_at = NULL WHERE id = 1;
 ALTER TABLE river_job ENABLE TRIGGER USER;
-ALTER TABLE river_job DISABLE TRIGGER fencing_end;
-SELECT pg_temp.as_delivery(:t_a, $$UPDATE river_job SET state = 'scheduled', attempt = 0, scheduled_at = now() + interval '1 minute' WHERE id = 1 AND state = 'running'$$) AS a_snoozes_unguarded;
-SELECT id, state, attempt FROM river_job WHERE id = 1;
-ALTER TABLE river_job ENABLE TRIGGER fencing_end;
+SELECT pg_temp.without_guards('river_job', :t_a, $$UPDATE river_job SET state = 'scheduled', attempt = 0, scheduled_at = now() + interval '1 minute' WHERE id = 1 AND state = 'running'$$,
+	$$SELECT state || ', attempt ' || attempt FROM river_job WHERE id = 1$$) AS a_snoozes_unguarded;
 
 -- ---- Oban --------------------------------------------------------------
 \i examples/queues/oban/schema.sql
@@ -127,7 +172,7 @@ WITH subset AS MATERIALIZED (
 UPDATE oban_jobs AS j SET state = 'executing', attempted_at = timezone('UTC', now()),
 	   attempted_by = ARRAY['node-b', 'uuid-b'], attempt = j.attempt + 1
   FROM subset WHERE j.id = subset.id AND j.attempt < j.max_attempts
-RETURNING (j.meta->>'fencing_token')::bigint AS t_b \gset
+RETURNING (j.meta->>'fencing_token')::bigint AS t_b, j.meta AS meta_b \gset
 SELECT :t_b > :t_a AS newer_claim;
 -- A wakes: its heartbeat, complete_job, error_job, discard_job, cancel_job
 -- (with an error), and snooze_job (issue 31: state 'scheduled', attempt -
@@ -142,33 +187,79 @@ SELECT pg_temp.as_delivery(:t_a, format($$UPDATE oban_jobs SET state = 'schedule
 -- another job, and Lifeline's discard of a job past its attempts
 INSERT INTO oban_jobs (worker, state) VALUES ('MyApp.Other', 'available');
 SELECT pg_temp.try($$UPDATE oban_jobs AS j SET state = 'cancelled', cancelled_at = timezone('UTC', now()) FROM (SELECT id FROM oban_jobs WHERE state NOT IN ('cancelled', 'completed', 'discarded') AND id = 2) AS x WHERE j.id = x.id$$) AS operator_cancel;
--- B completes; then A (from the last hour: no exemption for a token) tries
--- error_job on B's completed job: refused at every age (issue 31, 2)
-SELECT pg_temp.as_delivery(:t_b, $$WITH u AS (UPDATE oban_jobs SET attempted_at = timezone('UTC', now()), meta = meta || '{"progress": 90}' WHERE id = 1 AND state = 'executing' RETURNING 1) SELECT fencing.expect_rows(count(*)) FROM u$$) AS b_heartbeat;
-SELECT pg_temp.as_delivery(:t_b, $$UPDATE oban_jobs SET state = 'completed', completed_at = timezone('UTC', now()) WHERE id = 1$$) AS b_completes;
+-- update_job from stale A (red team H3): Oban's progress pattern,
+-- Oban.update_job(job, fn j -> %{meta: Map.put(j.meta, "progress", 50)} end)
+-- (lib/oban.ex runs the fun on the caller's struct, basic.ex locks the
+-- row and writes the fields that changed): meta written whole, with A's
+-- stamp in it.  Through the wrapping engine (A's token declared): LF001;
+-- with no token: the stamp would move back to A's, LF012.  The control:
+-- without the guards it lands, and the stamp is A's again
+SELECT pg_temp.as_delivery(:t_a, format($$UPDATE oban_jobs SET meta = %L::jsonb || '{"progress": 50}' WHERE id IN (SELECT id FROM oban_jobs WHERE id = 1 FOR UPDATE SKIP LOCKED)$$, :'meta_a')) AS a_update_job;
+SELECT pg_temp.as_delivery(NULL, format($$UPDATE oban_jobs SET meta = %L::jsonb || '{"progress": 50}' WHERE id IN (SELECT id FROM oban_jobs WHERE id = 1 FOR UPDATE SKIP LOCKED)$$, :'meta_a')) AS a_update_job_tokenless;
+SELECT pg_temp.without_guards('oban_jobs', :t_a, format($$UPDATE oban_jobs SET meta = %L::jsonb || '{"progress": 50}' WHERE id IN (SELECT id FROM oban_jobs WHERE id = 1 FOR UPDATE SKIP LOCKED)$$, :'meta_a'),
+	$$SELECT 'stamp ' || (meta->>'fencing_token') FROM oban_jobs WHERE id = 1$$) AS a_update_job_unguarded;
+-- an operator's Oban.update_job(id, %{meta: %{batch_id: 456}}) on the
+-- executing job (red team M3): meta written whole without the stamp; the
+-- stamp stays, so B keeps its claim
+SELECT pg_temp.try($$UPDATE oban_jobs SET meta = '{"batch_id": 456}' WHERE id = 1 RETURNING meta::text$$) AS operator_update_job;
+-- B snoozes (snooze_job: meta from B's struct, attempt - 1); A's snooze
+-- after it is a move into the same state (red team H4): refused.  The
+-- control: without the guards the stamp goes back to A's, the attempt
+-- down to 0, and scheduled_at to A's hour
+SELECT pg_temp.as_delivery(:t_b, format($$UPDATE oban_jobs SET state = 'scheduled', scheduled_at = timezone('UTC', now()) + interval '60 seconds', meta = %L::jsonb || '{"snoozed": 1}', attempt = attempt - 1 WHERE id = 1$$, :'meta_b')) AS b_snoozes;
+SELECT pg_temp.as_delivery(:t_a, format($$UPDATE oban_jobs SET state = 'scheduled', scheduled_at = timezone('UTC', now()) + interval '1 hour', meta = %L::jsonb || '{"snoozed": 1}', attempt = attempt - 1 WHERE id = 1$$, :'meta_a')) AS a_snoozes_after_b;
+SELECT pg_temp.without_guards('oban_jobs', :t_a, format($$UPDATE oban_jobs SET state = 'scheduled', scheduled_at = timezone('UTC', now()) + interval '1 hour', meta = %L::jsonb || '{"snoozed": 1}', attempt = attempt - 1 WHERE id = 1$$, :'meta_a'),
+	$$SELECT state || ', attempt ' || attempt || ', stamp ' || (meta->>'fencing_token') || ', in an hour: ' || (scheduled_at > timezone('UTC', now()) + interval '30 minutes') FROM oban_jobs WHERE id = 1$$) AS a_snoozes_after_b_unguarded;
+-- stage_jobs makes it available; node C fetches it, errors (retryable);
+-- A's error_job after it (retryable -> retryable): refused; the control
+-- appends A's error
+SELECT pg_temp.try($$UPDATE oban_jobs SET state = 'available' WHERE id = 1 AND state IN ('scheduled', 'retryable')$$) AS stage_jobs;
+WITH subset AS MATERIALIZED (
+	SELECT id FROM oban_jobs WHERE state = 'available' AND queue = 'default'
+	 ORDER BY priority, scheduled_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
+UPDATE oban_jobs AS j SET state = 'executing', attempted_at = timezone('UTC', now()),
+	   attempted_by = ARRAY['node-c', 'uuid-c'], attempt = j.attempt + 1
+  FROM subset WHERE j.id = subset.id AND j.attempt < j.max_attempts
+RETURNING (j.meta->>'fencing_token')::bigint AS t_c \gset
+SELECT pg_temp.as_delivery(:t_c, $$UPDATE oban_jobs SET state = 'retryable', scheduled_at = timezone('UTC', now()), errors = array_append(errors, '{"error": "C failed"}') WHERE id = 1$$) AS c_errors;
+SELECT pg_temp.as_delivery(:t_a, $$UPDATE oban_jobs SET state = 'retryable', scheduled_at = timezone('UTC', now()) + interval '1 day', errors = array_append(errors, '{"error": "A failed"}') WHERE id = 1$$) AS a_errors_after_c;
+SELECT pg_temp.without_guards('oban_jobs', :t_a, $$UPDATE oban_jobs SET state = 'retryable', scheduled_at = timezone('UTC', now()) + interval '1 day', errors = array_append(errors, '{"error": "A failed"}') WHERE id = 1$$,
+	$$SELECT state || ', ' || array_length(errors, 1) || ' errors' FROM oban_jobs WHERE id = 1$$) AS a_errors_after_c_unguarded;
+-- node D fetches it, heartbeats and completes; then A (from the last hour:
+-- no exemption for a token) tries error_job on the completed job: refused
+-- at every age (issue 31, 2), and so is its complete_job of it
+SELECT pg_temp.try($$UPDATE oban_jobs SET state = 'available' WHERE id = 1 AND state IN ('scheduled', 'retryable')$$) AS stage_jobs;
+WITH subset AS MATERIALIZED (
+	SELECT id FROM oban_jobs WHERE state = 'available' AND queue = 'default'
+	 ORDER BY priority, scheduled_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
+UPDATE oban_jobs AS j SET state = 'executing', attempted_at = timezone('UTC', now()),
+	   attempted_by = ARRAY['node-d', 'uuid-d'], attempt = j.attempt + 1
+  FROM subset WHERE j.id = subset.id AND j.attempt < j.max_attempts
+RETURNING (j.meta->>'fencing_token')::bigint AS t_d \gset
+SELECT pg_temp.as_delivery(:t_d, $$WITH u AS (UPDATE oban_jobs SET attempted_at = timezone('UTC', now()), meta = meta || '{"progress": 90}' WHERE id = 1 AND state = 'executing' RETURNING 1) SELECT fencing.expect_rows(count(*)) FROM u$$) AS d_heartbeat;
+SELECT pg_temp.as_delivery(:t_d, $$UPDATE oban_jobs SET state = 'completed', completed_at = timezone('UTC', now()) WHERE id = 1$$) AS d_completes;
 ALTER TABLE oban_jobs DISABLE TRIGGER USER;
 UPDATE oban_jobs SET attempted_at = attempted_at - interval '2 hours' WHERE id = 1;
 ALTER TABLE oban_jobs ENABLE TRIGGER USER;
 SELECT pg_temp.as_delivery(:t_a, $$UPDATE oban_jobs SET state = 'retryable', scheduled_at = timezone('UTC', now()), errors = array_append(errors, '{"error": "A failed late"}') WHERE id = 1$$) AS a_errors_late;
 SELECT pg_temp.as_delivery(:t_a, format($$UPDATE oban_jobs SET state = 'scheduled', scheduled_at = timezone('UTC', now()), meta = %L::jsonb, attempt = attempt - 1 WHERE id = 1$$, :'meta_a')) AS a_snoozes_late;
--- complete_job again on a completed job changes only completed_at: passes
 SELECT pg_temp.as_delivery(:t_a, $$UPDATE oban_jobs SET state = 'completed', completed_at = timezone('UTC', now()) WHERE id = 1$$) AS a_completes_completed;
-SELECT id, state, attempt, attempted_by, (meta->>'fencing_token')::bigint = :t_b AS stamped_by_b, meta->'progress' AS progress FROM oban_jobs ORDER BY id;
+-- and with no token, error_job of the completed job: LF004
+SELECT pg_temp.try($$UPDATE oban_jobs SET state = 'retryable', scheduled_at = timezone('UTC', now()), errors = array_append(errors, '{"error": "nobody"}') WHERE id = 1$$) AS tokenless_errors_late;
+SELECT id, state, attempt, attempted_by, (meta->>'fencing_token')::bigint = :t_d AS stamped_by_d, meta->'progress' AS progress FROM oban_jobs ORDER BY id;
 -- Lifeline's discard of a job executing past rescue_after, on its last
 -- attempt, without a token: passes
 ALTER TABLE oban_jobs DISABLE TRIGGER USER;
 UPDATE oban_jobs SET state = 'executing', attempt = max_attempts, attempted_at = timezone('UTC', now()) - interval '61 minutes' WHERE id = 1;
 ALTER TABLE oban_jobs ENABLE TRIGGER USER;
 SELECT pg_temp.try($$UPDATE oban_jobs SET state = 'discarded', discarded_at = timezone('UTC', now()) WHERE state = 'executing' AND attempted_at < timezone('UTC', now()) - interval '60 minutes' AND attempt >= max_attempts$$) AS lifeline_discard;
--- the controls: without the guard, A's snooze and its late error_job land
+-- the control: without the guards, A's late error_job lands on the
+-- completed job
 ALTER TABLE oban_jobs DISABLE TRIGGER USER;
 UPDATE oban_jobs SET state = 'completed' WHERE id = 1;
 ALTER TABLE oban_jobs ENABLE TRIGGER USER;
-ALTER TABLE oban_jobs DISABLE TRIGGER fencing_end;
-SELECT pg_temp.as_delivery(:t_a, $$UPDATE oban_jobs SET state = 'retryable', scheduled_at = timezone('UTC', now()), errors = array_append(errors, '{"error": "A failed"}') WHERE id = 1$$) AS a_errors_unguarded;
-SELECT id, state FROM oban_jobs WHERE id = 1;
-ALTER TABLE oban_jobs ENABLE TRIGGER fencing_end;
-
+SELECT pg_temp.without_guards('oban_jobs', :t_a, $$UPDATE oban_jobs SET state = 'retryable', scheduled_at = timezone('UTC', now()), errors = array_append(errors, '{"error": "A failed"}') WHERE id = 1$$,
+	$$SELECT state FROM oban_jobs WHERE id = 1$$) AS a_errors_late_unguarded;
 -- ---- Solid Queue (1.5) -------------------------------------------------
 \i examples/queues/solid_queue/schema.sql
 \i examples/queues/solid_queue/install.sql
@@ -215,6 +306,10 @@ SELECT pg_temp.as_delivery(:t_a, format($$WITH f AS (UPDATE solid_queue_jobs SET
 	d AS (DELETE FROM solid_queue_claimed_executions WHERE id = %s RETURNING id)
 	SELECT (SELECT count(*) FROM f) || ' finished, ' || (SELECT count(*) FROM d) || ' claims destroyed'$$, :claim_a)) AS a_finishes_before_1_5;
 UPDATE solid_queue_jobs SET finished_at = NULL WHERE id = 1;
+-- no write moves the stamp of a claim (a column the worker's role should
+-- not be granted anyway): LF012
+SELECT pg_temp.try(format($$UPDATE solid_queue_claimed_executions SET fencing_token = %s WHERE id = %s$$, :t_a, :claim_b)) AS rewind_claim;
+SELECT pg_temp.try(format($$UPDATE solid_queue_claimed_executions SET fencing_token = NULL WHERE id = %s$$, :claim_b)) AS erase_claim;
 -- B finishes as 1.5 does: lock its claim, finish the job, destroy the claim
 BEGIN;
 SELECT set_config('fencing.token', :'t_b', true) IS NOT NULL AS declared;
@@ -285,6 +380,42 @@ RETURNING (m.headers->>'fencing_token')::bigint AS t_e \gset
 SELECT pg_temp.as_delivery(:t_d, format($$DELETE FROM pgmq.q_jobs WHERE msg_id = %s RETURNING msg_id$$, :msg4)) AS stale_delete_visible;
 SELECT pg_temp.as_delivery(:t_e, format($$DELETE FROM pgmq.q_jobs WHERE msg_id = %s RETURNING message$$, :msg4)) AS latest_delete_visible;
 
+-- a live reader of two messages (pgmq.read('jobs', 30, 2): each is stamped
+-- with a token of its own) ends them (red team M4).  delete() and
+-- archive() of many (msg_ids bigint[]) are one statement, and one token
+-- declared for it is only one message's: refused, as they must be (the
+-- guard cannot tell a second message's newer token from a newer claim of
+-- the first one), with no token LF004.  The reader ends them one call per
+-- message, each after its own SET LOCAL, in one transaction
+INSERT INTO pgmq.q_jobs (vt, message) VALUES (clock_timestamp(), '{"n": 5}'), (clock_timestamp(), '{"n": 6}');
+WITH cte AS (SELECT msg_id FROM pgmq.q_jobs WHERE vt <= clock_timestamp() ORDER BY msg_id ASC LIMIT 2 FOR UPDATE SKIP LOCKED),
+	u AS (UPDATE pgmq.q_jobs m SET vt = clock_timestamp() + interval '30 seconds', read_ct = read_ct + 1
+		  FROM cte WHERE m.msg_id = cte.msg_id RETURNING m.msg_id, (m.headers->>'fencing_token')::bigint AS tok)
+SELECT min(msg_id) AS m5, max(msg_id) AS m6, min(tok) AS t5, max(tok) AS t6, count(*) AS read_two FROM u \gset
+SELECT :read_two AS read_two, :t6 > :t5 AS two_stamps;
+SELECT pg_temp.as_delivery(:t5, format($$DELETE FROM pgmq.q_jobs WHERE msg_id = ANY(ARRAY[%s, %s]::bigint[]) RETURNING msg_id$$, :m5, :m6)) AS batch_delete_first_token;
+SELECT pg_temp.as_delivery(:t6, format($$DELETE FROM pgmq.q_jobs WHERE msg_id = ANY(ARRAY[%s, %s]::bigint[]) RETURNING msg_id$$, :m5, :m6)) AS batch_delete_second_token;
+SELECT pg_temp.try(format($$DELETE FROM pgmq.q_jobs WHERE msg_id = ANY(ARRAY[%s, %s]::bigint[]) RETURNING msg_id$$, :m5, :m6)) AS batch_delete_tokenless;
+BEGIN;
+SELECT set_config('fencing.token', :'t5', true) IS NOT NULL AS declared;
+SELECT pg_temp.try(format($$DELETE FROM pgmq.q_jobs WHERE msg_id = %s RETURNING msg_id = %s$$, :m5, :m5)) AS delete_first;
+SELECT set_config('fencing.token', :'t6', true) IS NOT NULL AS declared;
+SELECT pg_temp.try(format($$WITH archived AS (DELETE FROM pgmq.q_jobs WHERE msg_id = ANY (ARRAY[%s]::bigint[]) RETURNING msg_id, vt, read_ct, enqueued_at, message, headers)
+	INSERT INTO pgmq.a_jobs (msg_id, vt, read_ct, enqueued_at, message, headers) SELECT msg_id, vt, read_ct, enqueued_at, message, headers FROM archived RETURNING msg_id = %s$$, :m6, :m6)) AS archive_second;
+COMMIT;
+SELECT count(*) AS left_of_the_two FROM pgmq.q_jobs WHERE msg_id IN (:m5, :m6);
+-- an operator's set_vt('jobs', msg_id, 0) of a held message (red team L1)
+-- makes it visible now: no token needed, the next reader claims it again.
+-- The reader is still the message's latest claim until then, so its own
+-- set_vt passes; set_vt that keeps a held message hidden without a token
+-- (a heartbeat that does not follow the recipe) is refused: LF004
+INSERT INTO pgmq.q_jobs (vt, message) VALUES (clock_timestamp(), '{"n": 7}');
+WITH cte AS (SELECT msg_id FROM pgmq.q_jobs WHERE vt <= clock_timestamp() ORDER BY msg_id LIMIT 1 FOR UPDATE SKIP LOCKED)
+UPDATE pgmq.q_jobs AS m SET vt = clock_timestamp() + interval '30 seconds', read_ct = read_ct + 1 FROM cte WHERE m.msg_id = cte.msg_id
+RETURNING m.msg_id AS m7, (m.headers->>'fencing_token')::bigint AS t7 \gset
+SELECT pg_temp.try(format($$UPDATE pgmq.q_jobs SET vt = (clock_timestamp() + interval '0 seconds') WHERE msg_id = %s RETURNING vt <= clock_timestamp()$$, :m7)) AS operator_set_vt_0;
+SELECT pg_temp.as_delivery(:t7, format($$UPDATE pgmq.q_jobs SET vt = clock_timestamp() + interval '30 seconds' WHERE msg_id = %s RETURNING msg_id = %s$$, :m7, :m7)) AS reader_set_vt_after;
+SELECT pg_temp.try(format($$UPDATE pgmq.q_jobs SET vt = clock_timestamp() + interval '60 seconds' WHERE msg_id = %s RETURNING msg_id$$, :m7)) AS tokenless_set_vt_held;
 -- ---- pg-boss 12 ---------------------------------------------------------
 -- pgboss.job as pg-boss 12.38.0 creates it (src/plans.ts: createTableJob,
 -- partitioned by name), cut down; the recipe as shipped
@@ -336,25 +467,97 @@ SELECT pg_temp.try(format($$WITH d AS (DELETE FROM pgboss.job WHERE name = 'q1' 
 -- a batch completion without a token (batchSize > 1 before the shim
 -- split it): refused, not silently accepted
 SELECT pg_temp.try(format($$UPDATE pgboss.job SET completed_on = now(), state = 'completed', output = NULL WHERE name = 'q1' AND id = ANY(ARRAY[%L]::uuid[]) AND state = 'active'$$, :'boss_job')) AS batch_complete_tokenless;
--- B heartbeats and completes
+-- restoreJobs (red team H2: no state check; pg-boss's worker sends it for
+-- the jobs it fetched past localGroupConcurrency): as A's pg-boss sends
+-- it, with no token, LF004; through the shim, with A's token, LF001.  The
+-- control: without the guards it takes the job away from B (created), and
+-- a third worker claims it too
+SELECT pg_temp.try(format($$UPDATE pgboss.job SET state = 'created', started_on = NULL, heartbeat_on = NULL WHERE name = 'q1' AND id = ANY(ARRAY[%L]::uuid[])$$, :'boss_job')) AS a_restores;
+SELECT pg_temp.as_delivery(:t_a, format($$UPDATE pgboss.job SET state = 'created', started_on = NULL, heartbeat_on = NULL WHERE name = 'q1' AND id = ANY(ARRAY[%L]::uuid[])$$, :'boss_job')) AS a_restores_with_token;
+SELECT pg_temp.without_guards('pgboss.job', NULL, format($$UPDATE pgboss.job SET state = 'created', started_on = NULL, heartbeat_on = NULL WHERE name = 'q1' AND id = ANY(ARRAY[%L]::uuid[])$$, :'boss_job'),
+	$$SELECT state::text FROM pgboss.job$$) AS a_restores_unguarded;
+-- B heartbeats, and fails (failJobsById: its token in the error): retry
 SELECT pg_temp.as_delivery(:t_b, format($$UPDATE pgboss.job SET heartbeat_on = now() WHERE name = 'q1' AND id = ANY(ARRAY[%L]::uuid[]) AND state = 'active'$$, :'boss_job')) AS b_touch;
-SELECT pg_temp.try(format($$UPDATE pgboss.job SET completed_on = now(), state = 'completed', output = '{"fencing_token": "%s"}' WHERE name = 'q1' AND id = ANY(ARRAY[%L]::uuid[]) AND state = 'active'$$, :t_b, :'boss_job')) AS b_completes;
-SELECT state, retry_count, (data->>'fencing_token')::bigint = :t_b AS stamped_by_b, (output->>'fencing_token')::bigint = :t_b AS completed_by_b FROM pgboss.job;
-
+SELECT pg_temp.try(format($$WITH d AS (DELETE FROM pgboss.job WHERE name = 'q1' AND id = ANY(ARRAY[%L]::uuid[]) AND state < 'completed' RETURNING *)
+	INSERT INTO pgboss.job (id, name, data, state, retry_count, retry_limit, started_on, output)
+	SELECT id, name, data, 'retry', retry_count, retry_limit, started_on, '{"message": "B failed", "fencing_token": "%s"}' FROM d RETURNING state$$, :'boss_job', :t_b)) AS b_fails;
+-- complete(..., { includeQueued: true }) of A (red team H1: its state
+-- check is state < 'completed', which the job in retry passes; A's token
+-- in the output): refused, whatever the state.  The control: without the
+-- guards the job is completed with A's output while the stamp is B's
+SELECT pg_temp.try(format($$UPDATE pgboss.job SET completed_on = now(), state = 'completed', output = '{"by": "A", "fencing_token": "%s"}' WHERE name = 'q1' AND id = ANY(ARRAY[%L]::uuid[]) AND state < 'completed'$$, :t_a, :'boss_job')) AS a_completes_queued;
+SELECT pg_temp.without_guards('pgboss.job', NULL, format($$UPDATE pgboss.job SET completed_on = now(), state = 'completed', output = '{"by": "A", "fencing_token": "%s"}' WHERE name = 'q1' AND id = ANY(ARRAY[%L]::uuid[]) AND state < 'completed'$$, :t_a, :'boss_job'),
+	$$SELECT state || ', output ' || output::text || ', stamp ' || (data->>'fencing_token') FROM pgboss.job$$) AS a_completes_queued_unguarded;
+-- and its restore of the job in retry, with no token: LF004
+SELECT pg_temp.try(format($$UPDATE pgboss.job SET state = 'created', started_on = NULL, heartbeat_on = NULL WHERE name = 'q1' AND id = ANY(ARRAY[%L]::uuid[])$$, :'boss_job')) AS a_restores_retry;
+-- C claims it and restores it at once (live: its own claim, past its
+-- localGroupConcurrency, through the shim): created again.  restore()
+-- clears started_on, so D's claim does not raise retry_count, and
+-- pg-boss's attempt fence cannot tell C's job object from D's: C's late
+-- cancel(job) and deleteJob(job) (through the shim, C's token) are
+-- refused by the stamp; the control shows C's cancel landing
+SELECT id AS boss_job_c, retry_count AS rc_c, tok AS t_c FROM pg_temp.boss_fetch() \gset
+SELECT pg_temp.as_delivery(:t_c, format($$UPDATE pgboss.job SET state = 'created', started_on = NULL, heartbeat_on = NULL WHERE name = 'q1' AND id = ANY(ARRAY[%L]::uuid[])$$, :'boss_job')) AS c_restores_own_claim;
+SELECT id AS boss_job_d, retry_count AS rc_d, tok AS t_d FROM pg_temp.boss_fetch() \gset
+SELECT :rc_d = :rc_c AS same_retry_count, :t_d > :t_c AS newer_claim;
+SELECT pg_temp.as_delivery(:t_c, format($$UPDATE pgboss.job SET completed_on = now(), state = 'cancelled' WHERE name = 'q1' AND id = ANY(ARRAY[%L]::uuid[]) AND state < 'completed' AND state = 'active' AND (id::text || ':' || retry_count::text) = ANY(ARRAY['%s:%s'])$$, :'boss_job', :'boss_job', :rc_c)) AS c_cancels;
+SELECT pg_temp.as_delivery(:t_c, format($$DELETE FROM pgboss.job WHERE name = 'q1' AND id = ANY(ARRAY[%L]::uuid[]) AND state = 'active' AND (id::text || ':' || retry_count::text) = ANY(ARRAY['%s:%s'])$$, :'boss_job', :'boss_job', :rc_c)) AS c_deletes;
+SELECT pg_temp.without_guards('pgboss.job', :t_c, format($$UPDATE pgboss.job SET completed_on = now(), state = 'cancelled' WHERE name = 'q1' AND id = ANY(ARRAY[%L]::uuid[]) AND state < 'completed' AND state = 'active' AND (id::text || ':' || retry_count::text) = ANY(ARRAY['%s:%s'])$$, :'boss_job', :'boss_job', :rc_c),
+	$$SELECT state::text FROM pgboss.job$$) AS c_cancels_unguarded;
+-- D heartbeats and completes
+SELECT pg_temp.as_delivery(:t_d, format($$UPDATE pgboss.job SET heartbeat_on = now() WHERE name = 'q1' AND id = ANY(ARRAY[%L]::uuid[]) AND state = 'active'$$, :'boss_job')) AS d_touch;
+SELECT pg_temp.try(format($$UPDATE pgboss.job SET completed_on = now(), state = 'completed', output = '{"fencing_token": "%s"}' WHERE name = 'q1' AND id = ANY(ARRAY[%L]::uuid[]) AND state = 'active'$$, :t_d, :'boss_job')) AS d_completes;
+-- a restore after the completion would run the job again (red team H2):
+-- with no token LF004, with A's LF001; the control lands
+SELECT pg_temp.try(format($$UPDATE pgboss.job SET state = 'created', started_on = NULL, heartbeat_on = NULL WHERE name = 'q1' AND id = ANY(ARRAY[%L]::uuid[])$$, :'boss_job')) AS a_restores_completed;
+SELECT pg_temp.as_delivery(:t_a, format($$UPDATE pgboss.job SET state = 'created', started_on = NULL, heartbeat_on = NULL WHERE name = 'q1' AND id = ANY(ARRAY[%L]::uuid[])$$, :'boss_job')) AS a_restores_completed_with_token;
+SELECT pg_temp.without_guards('pgboss.job', NULL, format($$UPDATE pgboss.job SET state = 'created', started_on = NULL, heartbeat_on = NULL WHERE name = 'q1' AND id = ANY(ARRAY[%L]::uuid[])$$, :'boss_job'),
+	$$SELECT state::text FROM pgboss.job$$) AS a_restores_completed_unguarded;
+SELECT state, retry_count, (data->>'fencing_token')::bigint = :t_d AS stamped_by_d, (output->>'fencing_token')::bigint = :t_d AS completed_by_d FROM pgboss.job WHERE id = :'boss_job';
+-- the operator's cancel() and deleteJob() by plain id carry no token and
+-- pass, on an active job too: the live delivery's complete() then finds
+-- nothing to complete (pg-boss's state check), so the job is not run twice
+INSERT INTO pgboss.job (name, data) VALUES ('q1', '{"n": 2}');
+SELECT id AS boss_job_e, tok AS t_e FROM pg_temp.boss_fetch() \gset
+SELECT pg_temp.try(format($$UPDATE pgboss.job SET completed_on = now(), state = 'cancelled' WHERE name = 'q1' AND id = ANY(ARRAY[%L]::uuid[]) AND state < 'completed'$$, :'boss_job_e')) AS operator_cancels_active;
+SELECT pg_temp.try(format($$UPDATE pgboss.job SET completed_on = now(), state = 'completed', output = '{"fencing_token": "%s"}' WHERE name = 'q1' AND id = ANY(ARRAY[%L]::uuid[]) AND state = 'active'$$, :t_e, :'boss_job_e')) AS e_completes_after;
+SELECT pg_temp.try(format($$DELETE FROM pgboss.job WHERE name = 'q1' AND id = ANY(ARRAY[%L]::uuid[])$$, :'boss_job_e')) AS operator_deletes;
+-- update() of a queued job (updateJob: data written whole, state <
+-- 'active'): data that could not hold a stamp is refused (red team M1:
+-- the fetch after it would fail with 42804 for good); an object keeps
+-- the stamp of the job's last claim; a stamp that is not a token is
+-- refused at send
+INSERT INTO pgboss.job (name, data) VALUES ('q1', '{"n": 3}');
+SELECT id AS boss_job_f, tok AS t_f FROM pg_temp.boss_fetch() \gset
+SELECT pg_temp.try(format($$WITH d AS (DELETE FROM pgboss.job WHERE name = 'q1' AND id = %L AND state = 'active' RETURNING *)
+	INSERT INTO pgboss.job (id, name, data, state, retry_count, retry_limit, started_on, output)
+	SELECT id, name, data, 'retry', retry_count, retry_limit, started_on, '{"value": {"message": "job timed out"}}' FROM d RETURNING state$$, :'boss_job_f')) AS supervisor_expiry;
+SELECT pg_temp.try(format($$UPDATE pgboss.job SET data = '[1, 2]' WHERE name = 'q1' AND id = %L AND state < 'active'$$, :'boss_job_f')) AS update_array_data;
+SELECT pg_temp.without_guards('pgboss.job', NULL, format($$UPDATE pgboss.job SET data = '[1, 2]' WHERE name = 'q1' AND id = %L AND state < 'active'$$, :'boss_job_f'),
+	$$SELECT 'next fetch: ' || pg_temp.try('SELECT tok::text FROM pg_temp.boss_fetch()')$$) AS update_array_data_unguarded;
+SELECT pg_temp.try(format($$UPDATE pgboss.job SET data = '{"n": 4}' WHERE name = 'q1' AND id = %L AND state < 'active' RETURNING data::text$$, :'boss_job_f')) AS update_object_data;
+SELECT pg_temp.try($$INSERT INTO pgboss.job (name, data) VALUES ('q1', '{"fencing_token": "soon"}') RETURNING state$$) AS send_bad_stamp;
 -- ---- graphile-worker 0.18 -----------------------------------------------
 -- _private_jobs as graphile-worker 0.18.0 makes it (sql/000001-000020),
 -- cut down; the recipe as shipped
 CREATE SCHEMA graphile_worker;
 CREATE TABLE graphile_worker._private_jobs (id bigserial PRIMARY KEY, task_id int NOT NULL DEFAULT 1,
 	payload json NOT NULL DEFAULT '{}', attempts smallint NOT NULL DEFAULT 0, max_attempts smallint NOT NULL DEFAULT 25,
-	locked_at timestamptz, locked_by text, key text UNIQUE, last_error text,
+	locked_at timestamptz, locked_by text, key text UNIQUE, last_error text, job_queue_id int,
 	run_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now(),
 	is_available boolean GENERATED ALWAYS AS (locked_at IS NULL AND attempts < max_attempts) STORED);
+CREATE TABLE graphile_worker._private_job_queues (id serial PRIMARY KEY, queue_name text NOT NULL UNIQUE,
+	locked_at timestamptz, locked_by text,
+	is_available boolean GENERATED ALWAYS AS (locked_at IS NULL) STORED);
 \i examples/queues/graphile-worker/install.sql
 INSERT INTO graphile_worker._private_jobs (key) VALUES ('report-1');
 CREATE FUNCTION pg_temp.gw_get_job(pool text) RETURNS TABLE (id bigint, tok bigint) LANGUAGE sql AS $$
-	WITH j AS (SELECT jobs.id FROM graphile_worker._private_jobs AS jobs WHERE jobs.is_available = true AND run_at <= now()
-			   ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
+	WITH j AS (SELECT jobs.id, jobs.job_queue_id FROM graphile_worker._private_jobs AS jobs
+			   WHERE jobs.is_available = true AND run_at <= now()
+				 AND (jobs.job_queue_id IS NULL OR jobs.job_queue_id IN (SELECT q.id FROM graphile_worker._private_job_queues AS q WHERE q.is_available))
+			   ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED),
+	q AS (UPDATE graphile_worker._private_job_queues AS job_queues SET locked_by = pool, locked_at = now()
+		  FROM j WHERE job_queues.id = j.job_queue_id)
 	UPDATE graphile_worker._private_jobs AS jobs SET attempts = jobs.attempts + 1, locked_by = pool, locked_at = now()
 	  FROM j WHERE jobs.id = j.id RETURNING jobs.id, jobs.fencing_token $$;
 SELECT id AS gw_job, tok AS t_a FROM pg_temp.gw_get_job('pool-a') \gset
@@ -393,8 +596,61 @@ SELECT pg_temp.try(format($$DELETE FROM graphile_worker._private_jobs AS jobs US
 SELECT pg_temp.as_delivery(:t_b, format($$WITH u AS (UPDATE graphile_worker._private_jobs SET locked_at = now() WHERE id = %s RETURNING 1) SELECT fencing.expect_rows(count(*)) FROM u$$, :gw_job)) AS b_heartbeat;
 SELECT pg_temp.as_delivery(:t_b, format($$DELETE FROM graphile_worker._private_jobs WHERE id = %s$$, :gw_job)) AS b_completes;
 SELECT pg_temp.try(format($$DELETE FROM graphile_worker._private_jobs AS jobs WHERE id = %s$$, :gw_job)) AS library_complete_after;
+-- a stale task on a job that is not locked (red team H5): A (pool-a)
+-- claims, freezes past the rescue; B (pool-b) claims, its task throws, and
+-- graphile-worker's failJobs unlocks the job for a retry.  A wakes: its
+-- heartbeat (A's token declared) is refused whatever the job's lock (the
+-- control: it lands, and hides the job: locked_at set, locked_by NULL,
+-- not available); a heartbeat with no token that would lock the unlocked
+-- job: LF004; A's completion: refused (the control: the job is gone).
+-- The retry is claimed by C when due
+INSERT INTO graphile_worker._private_jobs DEFAULT VALUES;
+SELECT id AS gw_job_h, tok AS t_ha FROM pg_temp.gw_get_job('pool-a') \gset
+ALTER TABLE graphile_worker._private_jobs DISABLE TRIGGER USER;
+UPDATE graphile_worker._private_jobs SET locked_at = now() - interval '5 hours' WHERE id = :gw_job_h;
+ALTER TABLE graphile_worker._private_jobs ENABLE TRIGGER USER;
+SELECT pg_temp.try($$UPDATE graphile_worker._private_jobs SET locked_at = null, locked_by = null, run_at = greatest(run_at, now()) WHERE locked_at < now() - interval '4 hours'$$) AS rescue;
+SELECT id AS gw_job_hb, tok AS t_hb FROM pg_temp.gw_get_job('pool-b') \gset
+SELECT :gw_job_hb = :gw_job_h AS same_job, :t_hb > :t_ha AS newer_claim;
+SELECT pg_temp.try(format($$UPDATE graphile_worker._private_jobs AS jobs SET last_error = 'B failed', run_at = greatest(now(), run_at) + (exp(least(attempts, 10)) * interval '1 second'),
+	locked_by = null, locked_at = null WHERE id = ANY(ARRAY[%s]::bigint[]) AND locked_by = 'pool-b'$$, :gw_job_h)) AS b_fails;
+SELECT pg_temp.as_delivery(:t_ha, format($$WITH u AS (UPDATE graphile_worker._private_jobs SET locked_at = now() WHERE id = %s RETURNING 1) SELECT fencing.expect_rows(count(*)) FROM u$$, :gw_job_h)) AS a_heartbeat_unlocked;
+SELECT pg_temp.without_guards('graphile_worker._private_jobs', :t_ha, format($$WITH u AS (UPDATE graphile_worker._private_jobs SET locked_at = now() WHERE id = %s RETURNING 1) SELECT fencing.expect_rows(count(*)) FROM u$$, :gw_job_h),
+	format($$SELECT 'locked_at set: ' || (locked_at IS NOT NULL) || ', locked_by: ' || coalesce(locked_by, 'NULL') || ', available: ' || is_available FROM graphile_worker._private_jobs WHERE id = %s$$, :gw_job_h)) AS a_heartbeat_unlocked_unguarded;
+SELECT pg_temp.try(format($$UPDATE graphile_worker._private_jobs SET locked_at = now() WHERE id = %s$$, :gw_job_h)) AS tokenless_lock;
+SELECT pg_temp.as_delivery(:t_ha, format($$DELETE FROM graphile_worker._private_jobs WHERE id = %s$$, :gw_job_h)) AS a_completes_unlocked;
+SELECT pg_temp.without_guards('graphile_worker._private_jobs', :t_ha, format($$DELETE FROM graphile_worker._private_jobs WHERE id = %s$$, :gw_job_h),
+	format($$SELECT count(*) || ' jobs left' FROM graphile_worker._private_jobs WHERE id = %s$$, :gw_job_h)) AS a_completes_unlocked_unguarded;
+UPDATE graphile_worker._private_jobs SET run_at = now() WHERE id = :gw_job_h;
+SELECT id = :gw_job_h AS c_claims_the_retry, tok > :t_hb AS newer_claim FROM pg_temp.gw_get_job('pool-c');
+-- a job in a named queue (red team M2): get_job locks the queue as well;
+-- graphile-worker's completion of such a job is one statement that
+-- deletes the job and unlocks its queue (complete_job_q).  The task's
+-- completion is that statement, with its token declared and the job's own
+-- locked_by: the queue is unlocked, and its next job can run.  The old
+-- recipe's completion (the task deletes its row alone): graphile-worker's
+-- complete_job_q after it (RETURNING added, to show what it unlocks)
+-- deletes nothing and leaves the queue locked until the rescue
+SELECT pg_temp.try($$DELETE FROM graphile_worker._private_jobs WHERE locked_at IS NULL RETURNING key$$) AS remove_unlocked_jobs;
+INSERT INTO graphile_worker._private_job_queues (queue_name) VALUES ('serial');
+INSERT INTO graphile_worker._private_jobs (job_queue_id) SELECT id FROM graphile_worker._private_job_queues WHERE queue_name = 'serial';
+INSERT INTO graphile_worker._private_jobs (job_queue_id) SELECT id FROM graphile_worker._private_job_queues WHERE queue_name = 'serial';
+SELECT id AS gw_q1, tok AS t_q1 FROM pg_temp.gw_get_job('pool-q') \gset
+SELECT count(*) AS next_in_queue_while_locked FROM pg_temp.gw_get_job('pool-r');
+SELECT pg_temp.as_delivery(:t_q1, format($$WITH j AS (DELETE FROM graphile_worker._private_jobs WHERE id = %s RETURNING job_queue_id, locked_by),
+	q AS (UPDATE graphile_worker._private_job_queues AS job_queues SET locked_by = null, locked_at = null FROM j
+		  WHERE job_queues.id = j.job_queue_id AND job_queues.locked_by = j.locked_by RETURNING 1)
+	SELECT (SELECT count(*) FROM j) || ' deleted, ' || (SELECT count(*) FROM q) || ' unlocked'$$, :gw_q1)) AS task_completes_in_queue;
+SELECT id AS gw_q2, tok AS t_q2 FROM pg_temp.gw_get_job('pool-r') \gset
+SELECT pg_temp.as_delivery(:t_q2, format($$DELETE FROM graphile_worker._private_jobs WHERE id = %s$$, :gw_q2)) AS old_task_completion;
+SELECT pg_temp.try(format($$WITH j AS (DELETE FROM graphile_worker._private_jobs AS jobs USING unnest(ARRAY[%s]::bigint[]) n(n) WHERE id = n RETURNING *)
+	UPDATE graphile_worker._private_job_queues AS job_queues SET locked_by = null, locked_at = null FROM j
+	WHERE job_queues.id = j.job_queue_id AND job_queues.locked_by = 'pool-r' RETURNING job_queues.queue_name$$, :gw_q2)) AS complete_job_q_after;
+SELECT queue_name, locked_by, is_available FROM graphile_worker._private_job_queues;
+UPDATE graphile_worker._private_job_queues SET locked_by = null, locked_at = null;
 -- an operator's remove_job of a job locked by a dead worker (lock older
 -- than 4 hours): no token, passes
+INSERT INTO graphile_worker._private_jobs DEFAULT VALUES;
 SELECT id AS gw_job_c, tok AS t_c FROM pg_temp.gw_get_job('pool-c') \gset
 ALTER TABLE graphile_worker._private_jobs DISABLE TRIGGER USER;
 UPDATE graphile_worker._private_jobs SET locked_at = now() - interval '5 hours', key = 'report-2' WHERE id = :gw_job_c;

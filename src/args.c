@@ -29,11 +29,19 @@ text *
 fencing_name_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 {
 	text	   *t;
-	int			len;
 
 	fencing_require_arg(fcinfo, argno, what);
 	t = PG_GETARG_TEXT_PP(argno);
-	len = VARSIZE_ANY_EXHDR(t);
+	fencing_check_name(t, what);
+	return t;
+}
+
+/* fencing_name_arg's checks on a value not null, from an array say */
+void
+fencing_check_name(text *t, const char *what)
+{
+	int			len = VARSIZE_ANY_EXHDR(t);
+
 	if (len == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -44,7 +52,6 @@ fencing_name_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 				 errmsg("%s is too long", what),
 				 errdetail("It is %d bytes long; the maximum is %d bytes.",
 						   len, FENCING_MAX_NAME_BYTES)));
-	return t;
 }
 
 /*
@@ -115,17 +122,21 @@ fencing_usecs_interval(int64 usecs)
 int64
 fencing_token_arg(FunctionCallInfo fcinfo, int argno)
 {
-	int64		token;
-
 	fencing_require_arg(fcinfo, argno, "fencing token");
-	token = PG_GETARG_INT64(argno);
+	fencing_check_token(PG_GETARG_INT64(argno));
+	return PG_GETARG_INT64(argno);
+}
+
+/* fencing_token_arg's check on a value not null */
+void
+fencing_check_token(int64 token)
+{
 	if (token <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("fencing token must be positive"),
 				 errdetail("Tokens are issued from 1 upwards; %lld was never issued.",
 						   (long long) token)));
-	return token;
 }
 
 /*

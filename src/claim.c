@@ -5,12 +5,15 @@
  *	  queue's own claim statement, and a guard that refuses the completion,
  *	  failure or retry of a delivery older than the last claim.
  *
- * CREATE TRIGGER stamp BEFORE UPDATE ON jobs FOR EACH ROW
+ * CREATE TRIGGER fencing_claim BEFORE UPDATE OF attempt ON jobs FOR EACH ROW
  *	   WHEN (<the claim transition>)
  *	   EXECUTE FUNCTION fencing.claim_stamp('fencing_token');
- * CREATE TRIGGER guard BEFORE UPDATE OR DELETE ON jobs FOR EACH ROW
- *	   WHEN (<completion, failure, retry>)
+ * CREATE TRIGGER fencing_end BEFORE UPDATE OF state ON jobs FOR EACH ROW
+ *	   WHEN (<ends that need the delivery's token>)
  *	   EXECUTE FUNCTION fencing.claim_guard('fencing_token');
+ * CREATE TRIGGER fencing_guard BEFORE INSERT OR UPDATE OR DELETE ON jobs
+ *	   FOR EACH ROW
+ *	   EXECUTE FUNCTION fencing.claim_guard('fencing_token', '', 'allow_unfenced');
  *
  * The stamp is a place in the row: a bigint column ('col'), or a key of a
  * jsonb column ('col->key', the token stored as a JSON string, which
@@ -18,28 +21,34 @@
  * fencing token there whenever its WHEN clause matches; whatever the
  * statement put there is overwritten, so a claim cannot choose its token.
  *
- * The same guard fences a heartbeat (a statement that extends the claim's
- * timeout) when its WHEN clause names it: a frozen worker's heartbeat is
- * refused once its job was claimed again.  claim_stampable refuses, at
- * send, a payload whose jsonb place a claim could not stamp.
+ * claim_guard compares the token a write brings with the stamp of the row
+ * as it was claimed (OLD for UPDATE and DELETE, NEW for INSERT, which is
+ * how some queues re-insert a failed job).  The token travels with the
+ * statement, so it works through a transaction-mode pooler: in a place of
+ * the new row named by the second argument (a jsonb result the queue
+ * writes, for example), when the statement writes that column, or else in
+ * SET LOCAL fencing.token.  Whatever the row's state, a write that brings
+ * a token must bring the stamp's: older is a stale delivery (LF001), newer
+ * was not issued for this claim (LF010), no stamp means the row was never
+ * claimed (LF011).  No write but the claim moves the stamp (LF012); a
+ * jsonb column written whole without the stamp's key gets the key back,
+ * and one that could not hold it (an array, a scalar) is refused (42804).
+ * A write with no token is refused (LF004) unless the third argument is
+ * 'allow_unfenced': the recipes attach one claim_guard with
+ * 'allow_unfenced' and no WHEN clause, which checks every write, and name
+ * the ends that need a token (completions, heartbeats) in a second one.
  *
- * claim_guard compares the token the delivery brings with the stamp of the
- * row as it was claimed (OLD for UPDATE and DELETE, NEW for INSERT, which
- * is how some queues re-insert a failed job).  The delivery's token travels
- * with the statement, so it works through a transaction-mode pooler: in a
- * place of the new row named by the second argument (a jsonb result the
- * queue writes, for example), or else in SET LOCAL fencing.token.  The
- * token must equal the stamp: older is a stale delivery (LF001), newer was
- * not issued for this claim (LF010), no stamp means the row was never
- * claimed with a stamp (LF011), and a completion that moves the stamp is
- * refused (LF012).  A delivery with no token is refused (LF004) unless the
- * third argument is 'allow_unfenced'.
+ * A claim is not a delivery's write: claim_guard lets the row claim_stamp
+ * has just stamped through.  Triggers of the same kind fire in name order,
+ * so claim_stamp must sort first; it refuses a row claim_guard has
+ * already checked (a trigger protocol error, at the first claim).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/sysattr.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
@@ -47,6 +56,8 @@
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
+#include "nodes/bitmapset.h"
+#include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/guc.h"
@@ -68,6 +79,49 @@ typedef struct ClaimPlace
 	int			attnum;
 	char	   *key;			/* NULL for a bigint column */
 } ClaimPlace;
+
+/*
+ * A row of a statement, as a trigger of this file saw it: claim_guard
+ * knows the row claim_stamp has just stamped by it, and claim_stamp a row
+ * claim_guard has already checked.  The old row's TID, the transaction
+ * and the command tell one row of one statement from every other write.
+ */
+typedef struct RowMark
+{
+	Oid			relid;
+	ItemPointerData tid;
+	LocalTransactionId lxid;
+	CommandId	cid;
+	int64		token;			/* the stamp claim_stamp wrote */
+} RowMark;
+
+static RowMark last_claim;
+static RowMark last_guarded;
+
+#if PG_VERSION_NUM >= 170000
+#define CURRENT_LXID (MyProc->vxid.lxid)
+#else
+#define CURRENT_LXID (MyProc->lxid)
+#endif
+
+static void
+mark_row(RowMark *mark, Relation rel, HeapTuple old, int64 token)
+{
+	mark->relid = RelationGetRelid(rel);
+	mark->tid = old->t_self;
+	mark->lxid = CURRENT_LXID;
+	mark->cid = GetCurrentCommandId(false);
+	mark->token = token;
+}
+
+static bool
+is_marked(RowMark *mark, Relation rel, HeapTuple old)
+{
+	return mark->relid == RelationGetRelid(rel) &&
+		ItemPointerEquals(&mark->tid, &old->t_self) &&
+		mark->lxid == CURRENT_LXID &&
+		mark->cid == GetCurrentCommandId(false);
+}
 
 static void
 check_trigger_call(FunctionCallInfo fcinfo, const char *fname)
@@ -128,6 +182,14 @@ parse_place(Relation rel, const char *fname, const char *spec,
 				 errmsg("token column \"%s\" of relation \"%s\" must be of type bigint",
 						colname, RelationGetRelationName(rel)),
 				 errdetail("It is of type %s.", format_type_be(atttype))));
+}
+
+/* Does the UPDATE's SET list name the column of this place? */
+static bool
+column_written(TriggerData *trigdata, const ClaimPlace *place)
+{
+	return bms_is_member(place->attnum - FirstLowInvalidHeapAttributeNumber,
+						 trigdata->tg_updatedcols);
 }
 
 static void
@@ -277,6 +339,8 @@ fencing_claim_stamp(PG_FUNCTION_ARGS)
 	Relation	rel;
 	ClaimPlace	place;
 	HeapTuple	tuple;
+	int64		token;
+	bool		is_update;
 
 	check_trigger_call(fcinfo, "claim_stamp");
 	rel = trigdata->tg_relation;
@@ -293,9 +357,31 @@ fencing_claim_stamp(PG_FUNCTION_ARGS)
 				 errhint("Use EXECUTE FUNCTION fencing.claim_stamp('column') or fencing.claim_stamp('column->key').")));
 	parse_place(rel, "claim_stamp", trigdata->tg_trigger->tgargs[0], &place);
 
-	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
-		trigdata->tg_newtuple : trigdata->tg_trigtuple;
-	tuple = write_place(rel, tuple, &place, fencing_issue_token());
+	is_update = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event);
+	/* a guard that saw the claim first took it for a delivery's write */
+	if (is_update && is_marked(&last_guarded, rel, trigdata->tg_trigtuple))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("claim_guard fired before claim_stamp on a row of \"%s\"",
+						RelationGetRelationName(rel)),
+				 errdetail("A claim is stamped first, then checked."),
+				 errhint("Triggers of the same kind fire in name order: give the claim_stamp trigger a name that sorts before the names of the claim_guard triggers.")));
+
+	tuple = is_update ? trigdata->tg_newtuple : trigdata->tg_trigtuple;
+	/* refuse a place that cannot take a stamp before a token is spent */
+	if (place.key != NULL)
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tuple, place.attnum,
+									 RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+			check_stampable(rel, &place, DatumGetJsonbP(d));
+	}
+	token = fencing_issue_token();
+	tuple = write_place(rel, tuple, &place, token);
+	if (is_update)
+		mark_row(&last_claim, rel, trigdata->tg_trigtuple, token);
 	ForceSyncCommit();
 	return PointerGetDatum(tuple);
 }
@@ -308,9 +394,9 @@ report_claim_refusal(Relation rel, int64 delivery, int64 stamp)
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCING_STALE_TOKEN),
 				 errmsg("fencing token %lld is stale", (long long) delivery),
-				 errdetail("The row of \"%s\" was claimed again, with token %lld.",
+				 errdetail("The row of \"%s\" holds a newer claim, with token %lld.",
 						   RelationGetRelationName(rel), (long long) stamp),
-				 errhint("This delivery was superseded by a newer claim; stop working on it.")));
+				 errhint("Stop working on the row if it was claimed again; to end several claims, end each in a statement of its own, with its token.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCING_CLAIM_MISMATCH),
 			 errmsg("fencing token %lld was not issued for this claim",
@@ -321,10 +407,53 @@ report_claim_refusal(Relation rel, int64 delivery, int64 stamp)
 }
 
 /*
+ * No write but a claim moves the stamp.  A jsonb column written whole
+ * without the stamp's key (an application that replaces a job's metadata)
+ * gets the key back, so the live delivery keeps its claim; a jsonb column
+ * written with a value that could not hold it is refused (42804); any
+ * other change of the stamp is refused (LF012).
+ */
+static HeapTuple
+keep_stamp(TriggerData *trigdata, const ClaimPlace *place, bool has_stamp,
+		   int64 stamp, HeapTuple newtuple)
+{
+	Relation	rel = trigdata->tg_relation;
+	int64		new_stamp = 0;
+	bool		has_new_stamp = read_place(rel, newtuple, place, &new_stamp);
+
+	if (has_new_stamp ? (!has_stamp || new_stamp != stamp) :
+		(has_stamp && place->key == NULL))
+	{
+		count_refusal();
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_STAMP_CHANGED),
+				 errmsg("claim stamp \"%s\" of a row of \"%s\" cannot be changed by this write",
+						place->spec, RelationGetRelationName(rel)),
+				 has_stamp ?
+				 errdetail("The row was claimed with token %lld.", (long long) stamp) :
+				 errdetail("The row carries no claim stamp; only a claim writes one."),
+				 errhint("Only fencing.claim_stamp writes the stamp; leave it out of the write.")));
+	}
+	if (has_stamp && !has_new_stamp)
+		return write_place(rel, newtuple, place, stamp);
+	if (place->key != NULL && column_written(trigdata, place))
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(newtuple, place->attnum,
+									 RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+			check_stampable(rel, place, DatumGetJsonbP(d));
+	}
+	return newtuple;
+}
+
+/*
  * claim_guard('stamp place' [, 'delivery place' [, 'allow_unfenced']]):
- * BEFORE INSERT OR UPDATE OR DELETE ... FOR EACH ROW WHEN (<completion,
- * failure, retry>).  An empty delivery place means SET LOCAL fencing.token
- * only.
+ * BEFORE INSERT OR UPDATE OR DELETE ... FOR EACH ROW.  With a WHEN clause
+ * that names the writes a delivery must bring its token to; with
+ * 'allow_unfenced' and no WHEN clause, the check of every other write.
+ * An empty delivery place means SET LOCAL fencing.token only.
  */
 Datum
 fencing_claim_guard(PG_FUNCTION_ARGS)
@@ -370,47 +499,70 @@ fencing_claim_guard(PG_FUNCTION_ARGS)
 		allow_unfenced = true;
 	}
 
-	if (TRIGGER_FIRED_BY_INSERT(event))
-		claimed = result = trigdata->tg_trigtuple;
-	else if (TRIGGER_FIRED_BY_UPDATE(event))
+	if (TRIGGER_FIRED_BY_UPDATE(event))
 	{
+		int64		new_stamp;
+
 		claimed = trigdata->tg_trigtuple;
 		result = trigdata->tg_newtuple;
+		/* the row claim_stamp has just stamped: a claim, not a delivery */
+		if (is_marked(&last_claim, rel, claimed) &&
+			read_place(rel, result, &stamp_place, &new_stamp) &&
+			new_stamp == last_claim.token)
+			return PointerGetDatum(result);
+		mark_row(&last_guarded, rel, claimed, 0);
 	}
 	else
 		claimed = result = trigdata->tg_trigtuple;
 
-	/* the delivery's token: in the new row, else declared */
-	if (has_delivery_place && !TRIGGER_FIRED_BY_DELETE(event))
+	/*
+	 * The delivery's token: at the delivery place of the new row, if the
+	 * statement wrote it (a value left there by an earlier write is not this
+	 * one's), else declared.  An INSERT is a new row, not the delivery's job,
+	 * unless a guard without 'allow_unfenced' names it (a re-insert): a token
+	 * declared for the transaction does not apply to it.
+	 */
+	if (has_delivery_place &&
+		(TRIGGER_FIRED_BY_INSERT(event) ||
+		 (TRIGGER_FIRED_BY_UPDATE(event) &&
+		  column_written(trigdata, &delivery_place))))
 		has_delivery = read_place(rel, result, &delivery_place, &delivery);
-	if (!has_delivery)
+	if (!has_delivery && !(TRIGGER_FIRED_BY_INSERT(event) && allow_unfenced))
 		has_delivery = declared_token(&delivery);
 
-	has_stamp = read_place(rel, claimed, &stamp_place, &stamp);
+	/* (a tokenless DELETE that may pass needs no stamp) */
+	has_stamp = (has_delivery || !allow_unfenced ||
+				 !TRIGGER_FIRED_BY_DELETE(event)) &&
+		read_place(rel, claimed, &stamp_place, &stamp);
 
 	/* a stale delivery is told so first, whatever else its write does */
-	if (has_delivery && has_stamp && delivery != stamp)
-		report_claim_refusal(rel, delivery, stamp);
-
-	/* a completion leaves the claim's stamp as it was */
-	if (TRIGGER_FIRED_BY_UPDATE(event))
+	if (has_delivery)
 	{
-		int64		new_stamp = 0;
-		bool		has_new_stamp = read_place(rel, result, &stamp_place,
-											   &new_stamp);
-
-		if (has_new_stamp != has_stamp || new_stamp != stamp)
+		if (!has_stamp)
 		{
 			count_refusal();
 			ereport(ERROR,
-					(errcode(ERRCODE_FENCING_STAMP_CHANGED),
-					 errmsg("claim stamp \"%s\" of a row of \"%s\" cannot be changed by this write",
-							stamp_place.spec, RelationGetRelationName(rel)),
-					 has_stamp ?
-					 errdetail("The row was claimed with token %lld.", (long long) stamp) :
-					 errdetail("The row carries no claim stamp."),
-					 errhint("Only fencing.claim_stamp writes the stamp; make the WHEN clauses of the two triggers disjoint.")));
+					(errcode(ERRCODE_FENCING_NOT_CLAIMED),
+					 errmsg("row of \"%s\" carries no claim stamp",
+							RelationGetRelationName(rel)),
+					 errdetail("The delivery brings token %lld; \"%s\" is empty.",
+							   (long long) delivery, stamp_place.spec),
+					 errhint("Rows are stamped by fencing.claim_stamp when they are claimed; declare a token only for the writes of its own claim.")));
 		}
+		if (delivery != stamp)
+			report_claim_refusal(rel, delivery, stamp);
+	}
+
+	if (TRIGGER_FIRED_BY_UPDATE(event))
+		result = keep_stamp(trigdata, &stamp_place, has_stamp, stamp, result);
+	else if (TRIGGER_FIRED_BY_INSERT(event) && stamp_place.key != NULL)
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(result, stamp_place.attnum,
+									 RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+			check_stampable(rel, &stamp_place, DatumGetJsonbP(d));
 	}
 
 	if (!has_delivery)
@@ -432,19 +584,6 @@ fencing_claim_guard(PG_FUNCTION_ARGS)
 						 delivery_place.spec) :
 				 errhint("Run SET LOCAL fencing.token to the token the claim returned first.")));
 	}
-	if (!has_stamp)
-	{
-		count_refusal();
-		ereport(ERROR,
-				(errcode(ERRCODE_FENCING_NOT_CLAIMED),
-				 errmsg("row of \"%s\" carries no claim stamp",
-						RelationGetRelationName(rel)),
-				 errdetail("The delivery brings token %lld; \"%s\" is empty.",
-						   (long long) delivery, stamp_place.spec),
-				 errhint("Rows are stamped by fencing.claim_stamp when they are claimed.")));
-	}
-	if (delivery != stamp)
-		report_claim_refusal(rel, delivery, stamp);
 	/* an acknowledged delivery survives a crash, as every fenced write */
 	fencing_fenced_write_durable();
 	return PointerGetDatum(result);

@@ -19,25 +19,33 @@
  */
 #include "postgres.h"
 
+#include "access/subtrans.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "commands/async.h"
-#include "common/hashfn.h"
+#if PG_VERSION_NUM >= 140000
+#include "common/hmac.h"
+#endif
+#include "common/sha2.h"
 #include "lib/stringinfo.h"
 #include "libpq/libpq-be.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
 #include "pgstat.h"
+#include "portability/instr_time.h"
+#include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "storage/proc.h"
-#if PG_VERSION_NUM >= 170000
-#include "storage/procarray.h"	/* ProcNumberGetProc */
-#endif
+#include "storage/procarray.h"
 #include "storage/sinvaladt.h"
 #include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/resowner.h"
 #include "utils/memutils.h"
+#include "utils/timeout.h"
+#include "utils/timestamp.h"
 
 #include "lease.h"
 
@@ -55,13 +63,187 @@ static List *wake_at_commit = NIL;
 
 static bool notify_enabled = false;
 
+FENCING_FUNCTION(fencing_lease_lock_tag);
+
+/* ---- lock tags ---- */
+
+/*
+ * A lock tag has 64 bits for a name: a hash, so two names can share a tag,
+ * and then their waiters one queue and one wake-up registry.  An unkeyed
+ * hash (hash_bytes_extended with a known seed) lets anyone craft a name
+ * that shares the tag of any given lease, in seconds: its last mixing
+ * steps invert, so the last 12 bytes of a name can be solved for.  A role
+ * with such a name could stand at the head of another lease's queue for a
+ * day, and starve its waiters.  So the hash is keyed: SipHash-2-4, the
+ * keyed hash made against such collisions, with a key derived from the
+ * cluster's mock authentication nonce, 32 random bytes made at initdb,
+ * stored in pg_control and shown to no role (SCRAM hashes it to answer for
+ * roles that do not exist); standbys share it, pg_upgrade makes a new
+ * one.  pg_locks shows tags, not the key: without it, a name that shares a
+ * given tag takes some 2^64 tries.  See docs/security.md.
+ */
+#define TAG_NONCE_LEN	32		/* MOCK_AUTH_NONCE_LEN */
+#define TAG_KEY_LEN		16		/* SipHash's */
+
+static uint8 tag_key[TAG_KEY_LEN];
+static bool tag_key_known = false;
+
+/*
+ * The key: the first 16 bytes of HMAC-SHA-256(nonce, a label of ours), so
+ * that the nonce itself serves nothing but SCRAM.  Once per process.
+ */
+static void
+learn_tag_key(void)
+{
+	static const char label[] = "fencing lock tags";
+	const uint8 *nonce = (const uint8 *) GetMockAuthenticationNonce();
+	uint8		digest[PG_SHA256_DIGEST_LENGTH];
+#if PG_VERSION_NUM >= 140000
+	pg_hmac_ctx *ctx = pg_hmac_create(PG_SHA256);
+
+	if (ctx == NULL || pg_hmac_init(ctx, nonce, TAG_NONCE_LEN) < 0 ||
+		pg_hmac_update(ctx, (const uint8 *) label, strlen(label)) < 0 ||
+		pg_hmac_final(ctx, digest, sizeof(digest)) < 0)
+		elog(ERROR, "could not derive the key of the lease lock tags");
+	pg_hmac_free(ctx);
+#else
+	pg_sha256_ctx ctx;
+	uint8		pad[PG_SHA256_BLOCK_LENGTH];
+	uint8		inner[PG_SHA256_DIGEST_LENGTH];
+
+	/* RFC 2104 HMAC, with a key shorter than the block */
+	memset(pad, 0x36, sizeof(pad));
+	for (int i = 0; i < TAG_NONCE_LEN; i++)
+		pad[i] ^= nonce[i];
+	pg_sha256_init(&ctx);
+	pg_sha256_update(&ctx, pad, sizeof(pad));
+	pg_sha256_update(&ctx, (const uint8 *) label, strlen(label));
+	pg_sha256_final(&ctx, inner);
+	memset(pad, 0x5c, sizeof(pad));
+	for (int i = 0; i < TAG_NONCE_LEN; i++)
+		pad[i] ^= nonce[i];
+	pg_sha256_init(&ctx);
+	pg_sha256_update(&ctx, pad, sizeof(pad));
+	pg_sha256_update(&ctx, inner, sizeof(inner));
+	pg_sha256_final(&ctx, digest);
+#endif
+	memcpy(tag_key, digest, TAG_KEY_LEN);
+	tag_key_known = true;
+}
+
+static inline uint64
+load_le64(const uint8 *p)
+{
+	uint64		v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+#define ROTL64(x, b)	(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND \
+	do { \
+		v0 += v1; v1 = ROTL64(v1, 13); v1 ^= v0; v0 = ROTL64(v0, 32); \
+		v2 += v3; v3 = ROTL64(v3, 16); v3 ^= v2; \
+		v0 += v3; v3 = ROTL64(v3, 21); v3 ^= v0; \
+		v2 += v1; v1 = ROTL64(v1, 17); v1 ^= v2; v2 = ROTL64(v2, 32); \
+	} while (0)
+
+/* SipHash-2-4 (Aumasson and Bernstein, 2012), 64-bit output */
+static uint64
+siphash24(const uint8 *in, size_t len, const uint8 *key)
+{
+	uint64		k0 = load_le64(key);
+	uint64		k1 = load_le64(key + 8);
+	uint64		v0 = UINT64CONST(0x736f6d6570736575) ^ k0;
+	uint64		v1 = UINT64CONST(0x646f72616e646f6d) ^ k1;
+	uint64		v2 = UINT64CONST(0x6c7967656e657261) ^ k0;
+	uint64		v3 = UINT64CONST(0x7465646279746573) ^ k1;
+	uint64		last = ((uint64) len) << 56;
+	size_t		whole = len - len % 8;
+
+	for (size_t i = 0; i < whole; i += 8)
+	{
+		uint64		m = load_le64(in + i);
+
+		v3 ^= m;
+		SIPROUND;
+		SIPROUND;
+		v0 ^= m;
+	}
+	for (size_t i = whole; i < len; i++)
+		last |= ((uint64) in[i]) << (8 * (i - whole));
+	v3 ^= last;
+	SIPROUND;
+	SIPROUND;
+	v0 ^= last;
+	v2 ^= 0xff;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	return v0 ^ v1 ^ v2 ^ v3;
+}
+
+static void
+append_field(uint8 *buf, size_t *used, const void *data, uint32 len)
+{
+	memcpy(buf + *used, &len, sizeof(len));
+	*used += sizeof(len);
+	memcpy(buf + *used, data, len);
+	*used += len;
+}
+
+/*
+ * The 64-bit hash of a lease name (holder NULL) or of a (name, role,
+ * holder) triple, each field with its length, so that no two inputs
+ * spell the same message.
+ */
+static uint64
+tag_hash(const char *name, int len, Oid role, const char *holder, int hlen)
+{
+	uint8		msg[4 * sizeof(uint32) + 1 + sizeof(Oid) +
+					2 * FENCING_MAX_NAME_BYTES];
+	size_t		used = 0;
+	uint8		kind = holder == NULL ? 'L' : 'H';
+
+	Assert(len <= FENCING_MAX_NAME_BYTES && hlen <= FENCING_MAX_NAME_BYTES);
+	if (!tag_key_known)
+		learn_tag_key();
+	append_field(msg, &used, &kind, 1);
+	append_field(msg, &used, name, len);
+	if (holder != NULL)
+	{
+		append_field(msg, &used, &role, sizeof(role));
+		append_field(msg, &used, holder, hlen);
+	}
+	return siphash24(msg, used, tag_key);
+}
+
 static void
 lease_locktag(LOCKTAG *tag, const char *name, int len)
 {
-	uint64		h = hash_bytes_extended((const unsigned char *) name, len, 0);
+	uint64		h = tag_hash(name, len, InvalidOid, NULL, 0);
 
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
 						 FENCING_LOCKTAG_FIELD4);
+}
+
+/*
+ * fencing._lease_lock_tag(name): the hash in the lease's lock tags, as
+ * pg_locks shows them (classid its high 32 bits, objid its low 32 bits;
+ * objsubid 17989 and 17990), so that a superuser can tell whose waiters
+ * are whose.  Not granted to PUBLIC.
+ */
+Datum
+fencing_lease_lock_tag(PG_FUNCTION_ARGS)
+{
+	text	   *name = fencing_name_arg(fcinfo, 0, "lease name");
+
+	PG_RETURN_INT64((int64) tag_hash(VARDATA_ANY(name),
+									 VARSIZE_ANY_EXHDR(name),
+									 InvalidOid, NULL, 0));
 }
 
 void
@@ -149,7 +331,7 @@ fencing_waiter_sleep(long timeout_ms)
 static void
 queue_locktag(LOCKTAG *tag, const char *name, int len)
 {
-	uint64		h = hash_bytes_extended((const unsigned char *) name, len, 0);
+	uint64		h = tag_hash(name, len, InvalidOid, NULL, 0);
 
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
 						 FENCING_QUEUE_LOCKTAG_FIELD4);
@@ -187,76 +369,243 @@ fencing_queue_try_enter(const char *name, int len)
 	return queue_lock(&tag, true, true);
 }
 
+/* ---- waits with a deadline ---- */
+
 /*
- * Wait for an ExclusiveLock on "tag" for at most timeout_usecs; true once
- * granted, false when the time ran out (we left the lock's wait queue).
- * The lock manager's wait is bounded by lock_timeout, set for the wait in
- * an internal subtransaction whose rollback takes us out of the wait
- * queue; a shorter lock_timeout of the caller's, a cancel or a deadlock is
- * the caller's error.  The lock goes to the current (sub)transaction.
+ * Microseconds on the monotonic clock (CLOCK_MONOTONIC on Linux), for
+ * deadlines: a step of the wall clock (NTP, an operator) neither stretches
+ * nor cuts a wait.  Expiry is judged by the wall clock, as stored in the
+ * lease row.
  */
-static bool
-lock_within(LOCKTAG *tag, int64 timeout_usecs)
+int64
+fencing_monotonic_usecs(void)
+{
+	instr_time	t;
+
+	INSTR_TIME_SET_CURRENT(t);
+	return (int64) INSTR_TIME_GET_MICROSEC(t);
+}
+
+/*
+ * The timer that ends a wait at its deadline, registered once per process
+ * (after InitializeTimeouts, which forgets timers a preloading postmaster
+ * would have registered).  When it fires it cancels the lock wait we are
+ * in, as lock_timeout does, unlike which it bounds all the lock waits of
+ * one call together (heap_lock_tuple may wait for the tuple lock, then for
+ * the locker).
+ */
+static TimeoutId deadline_timeout;
+static int	deadline_timeout_pid = 0;
+
+/* the deadline the timer is armed for; FENCING_DEADLINE_NONE: not armed */
+static int64 armed_deadline = FENCING_DEADLINE_NONE;
+
+static void
+deadline_timeout_handler(void)
+{
+	/* as StatementCancelHandler: the wait's CHECK_FOR_INTERRUPTS errors out */
+	if (!proc_exit_inprogress)
+	{
+		InterruptPending = true;
+		QueryCancelPending = true;
+	}
+	SetLatch(MyLatch);
+}
+
+/*
+ * Arm the timer for "deadline", or disarm it (FENCING_DEADLINE_NONE).  A
+ * wait inside another one (a trigger on fencing.leases that acquires)
+ * arms it for the earlier of the two deadlines, and the outer one's is
+ * armed again when it ends.
+ */
+static void
+arm_deadline(int64 deadline)
+{
+	if (deadline_timeout_pid != MyProcPid)
+	{
+		deadline_timeout = RegisterTimeout(USER_TIMEOUT,
+										   deadline_timeout_handler);
+		deadline_timeout_pid = MyProcPid;
+	}
+	armed_deadline = deadline;
+	if (deadline == FENCING_DEADLINE_NONE)
+		disable_timeout(deadline_timeout, true);
+	else
+		/* the timer runs on the wall clock: aim it at what is left */
+		enable_timeout_at(deadline_timeout,
+						  GetCurrentTimestamp() +
+						  (deadline - fencing_monotonic_usecs()));
+}
+
+/*
+ * Run fn(arg), which may wait for locks held by other transactions, in an
+ * internal subtransaction whose lock waits end at "deadline" (microseconds
+ * on fencing_monotonic_usecs' clock):
+ *	- FENCING_DEADLINE_NONE: no end, as a plain UPDATE waits;
+ *	- a deadline that has passed: no waiting, or only for a moment
+ *	  (lock_timeout at its least, 1 ms), for waits the call cannot refuse
+ *	  up front (an INSERT meeting another transaction's uncommitted row);
+ *	- else until then.
+ * fn returns true to keep what it did: the subtransaction then commits into
+ * the current (sub)transaction, which gets its locks; false rolls it back,
+ * which releases the row locks it took, so that a caller that waited for a
+ * row and found it no longer qualifying keeps no lock on it.  When the
+ * deadline comes first, the subtransaction is rolled back too.  Any other
+ * error (a cancel, statement_timeout, the caller's own shorter lock_timeout,
+ * a deadlock) is raised again after the rollback.
+ *
+ * A subtransaction costs some microseconds, and an XID if fn writes: callers
+ * use this only once they know they must wait, except to create a lease
+ * row, which cannot know it in advance.
+ */
+FencingWaitOutcome
+fencing_wait_within(bool (*fn) (void *arg), void *arg, int64 deadline)
 {
 	MemoryContext oldcontext = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
-	int64		ms64 = (timeout_usecs + 999) / 1000;
-	int			timeout_ms = (int) Min(Max(ms64, 1), INT_MAX);
-	bool		ours = LockTimeout == 0 || timeout_ms <= LockTimeout;
-	volatile bool entered = false;
+	int64		outer = armed_deadline;
+	bool		bounded = deadline != FENCING_DEADLINE_NONE;
+	bool		timed = bounded && deadline > fencing_monotonic_usecs();
+	bool		at_once = bounded && !timed;
+	volatile bool armed = false;
+	volatile FencingWaitOutcome outcome = FENCING_WAIT_TIMED_OUT;
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(oldcontext);
 	PG_TRY();
 	{
 		int			nestlevel = NewGUCNestLevel();
+		bool		keep;
 
-		if (ours)
-		{
-			char		value[32];
-
-			snprintf(value, sizeof(value), "%d", timeout_ms);
-			(void) set_config_option("lock_timeout", value, PGC_USERSET,
+		if (at_once)
+			(void) set_config_option("lock_timeout", "1", PGC_USERSET,
 									 PGC_S_SESSION, GUC_ACTION_SAVE, true,
 									 0, false);
+		else if (timed && (outer == FENCING_DEADLINE_NONE || deadline < outer))
+		{
+			arm_deadline(deadline);
+			armed = true;
 		}
-		(void) LockAcquire(tag, ExclusiveLock, false, false);
-		/* the caller's lock_timeout again (an error: the rollback does it) */
+		keep = fn(arg);
+		if (armed)
+			disable_timeout(deadline_timeout, true);
+		/* a deadline that passed just now errors out here, not later */
+		CHECK_FOR_INTERRUPTS();
+		if (armed)
+		{
+			arm_deadline(outer);
+			armed = false;
+		}
 		AtEOXact_GUC(true, nestlevel);
-		ReleaseCurrentSubTransaction();
+		if (keep)
+			ReleaseCurrentSubTransaction();
+		else
+			RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
-		entered = true;
+		outcome = keep ? FENCING_WAIT_KEPT : FENCING_WAIT_UNDONE;
 	}
 	PG_CATCH();
 	{
 		ErrorData  *edata;
+		bool		fired = false;
+		bool		ours;
 
+		if (armed)
+		{
+			fired = get_timeout_indicator(deadline_timeout, true);
+			arm_deadline(outer);
+		}
 		MemoryContextSwitchTo(oldcontext);
 		edata = CopyErrorData();
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
-		if (!ours || edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+
+		/*
+		 * Our timer cancels with "canceling statement due to user request";
+		 * a real cancel or statement_timeout at the very same moment is
+		 * taken for the deadline, which has come anyway.
+		 */
+		if (timed)
+			ours = edata->sqlerrcode == ERRCODE_QUERY_CANCELED && fired;
+		else
+			ours = at_once && edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE;
+		if (!ours)
 			ReThrowError(edata);
 		FreeErrorData(edata);
 	}
 	PG_END_TRY();
-	return entered;
+	return outcome;
+}
+
+static bool
+wait_for_xact(void *arg)
+{
+	XactLockTableWait(*(TransactionId *) arg, NULL, NULL, XLTW_None);
+	return true;
 }
 
 /*
- * Queue behind the waiters before us for at most timeout_usecs; true once
- * we are the head, false when the time ran out (we left the queue).
+ * Wait until the transaction ends, or the deadline passes; true if it
+ * ended.  For a prepared transaction, which no release wakes us for.
  */
 bool
-fencing_queue_enter(const char *name, int len, int64 timeout_usecs)
+fencing_wait_for_xact(TransactionId xid, int64 deadline)
+{
+	return fencing_wait_within(wait_for_xact, &xid, deadline) ==
+		FENCING_WAIT_KEPT &&
+		!TransactionIdIsInProgress(xid);
+}
+
+/*
+ * Is xid a prepared transaction, still waiting for COMMIT PREPARED or
+ * ROLLBACK PREPARED?  Its top-level XID is in progress but no backend runs
+ * it: a prepared transaction's is held by a PGPROC without a process.  The
+ * XID must be one a snapshot of ours saw in progress.
+ */
+bool
+fencing_xact_is_prepared(TransactionId xid)
+{
+	TransactionId top;
+
+	if (!TransactionIdIsInProgress(xid))
+		return false;
+	top = SubTransGetTopmostTransaction(xid);
+	return TransactionIdIsInProgress(top) && BackendXidGetPid(top) == 0;
+}
+
+static bool
+lock_exclusive(void *arg)
+{
+	(void) LockAcquire((LOCKTAG *) arg, ExclusiveLock, false, false);
+	return true;
+}
+
+/*
+ * Wait for an ExclusiveLock on "tag" until the deadline; true once
+ * granted, false when the time ran out (we left the lock's wait queue).
+ * The lock goes to the current (sub)transaction.
+ */
+static bool
+lock_within(LOCKTAG *tag, int64 deadline)
+{
+	return fencing_wait_within(lock_exclusive, tag, deadline) ==
+		FENCING_WAIT_KEPT;
+}
+
+/*
+ * Queue behind the waiters before us until the deadline; true once we are
+ * the head, false when the time ran out (we left the queue).
+ */
+bool
+fencing_queue_enter(const char *name, int len, int64 deadline)
 {
 	LOCKTAG		tag;
 
 	queue_locktag(&tag, name, len);
-	return lock_within(&tag, timeout_usecs);
+	return lock_within(&tag, deadline);
 }
 
 /* Leave the queue (as its head): the next in line becomes the head. */
@@ -278,22 +627,21 @@ fencing_queue_leave(const char *name, int len)
  * acquire of a semaphore's slot first takes this lock, on (semaphore,
  * holder, role), until its transaction ends: the second session waits
  * for the first to commit, and then finds the first one's slot, its own.
- * Waits for at most timeout_usecs (0: not at all); false if not granted.
+ * Waits until the deadline (one that has passed: not at all); false if
+ * not granted.
  */
 bool
 fencing_holder_lock(const char *name, int len, const char *holder, int hlen,
-					Oid role, int64 timeout_usecs)
+					Oid role, int64 deadline)
 {
 	LOCKTAG		tag;
-	uint64		h = hash_bytes_extended((const unsigned char *) name, len, role);
+	uint64		h = tag_hash(name, len, role, holder, hlen);
 
-	h = hash_combine64(h, hash_bytes_extended((const unsigned char *) holder,
-											  hlen, 0));
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
 						 FENCING_HOLDER_LOCKTAG_FIELD4);
 	if (LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL)
 		return true;
-	return timeout_usecs > 0 && lock_within(&tag, timeout_usecs);
+	return deadline > fencing_monotonic_usecs() && lock_within(&tag, deadline);
 }
 
 /* ---- waking ---- */
@@ -326,15 +674,21 @@ events_xact_callback(XactEvent event, void *arg)
 
 	switch (event)
 	{
+			/*
+			 * At PREPARE TRANSACTION too: no callback of ours runs at COMMIT
+			 * PREPARED, which may come from any session.  The head wakes
+			 * now, finds the lease's row changed by a prepared transaction
+			 * and waits for that transaction to end (lease.c).
+			 */
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PREPARE:
 			foreach(lc, wake_at_commit)
 				wake_waiters((LOCKTAG *) lfirst(lc));
 			wake_at_commit = NIL;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
-		case XACT_EVENT_PREPARE:
 			/* list memory goes with TopTransactionContext */
 			wake_at_commit = NIL;
 			break;

@@ -97,11 +97,13 @@ extern void fencing_require_arg(FunctionCallInfo fcinfo, int argno,
 								const char *what);
 extern text *fencing_name_arg(FunctionCallInfo fcinfo, int argno,
 							  const char *what);
+extern void fencing_check_name(text *t, const char *what);
 extern int64 fencing_duration_arg(FunctionCallInfo fcinfo, int argno,
 								  const char *what, int64 max_usecs,
 								  const char *max_text, bool allow_zero);
 extern Datum fencing_usecs_interval(int64 usecs);
 extern int64 fencing_token_arg(FunctionCallInfo fcinfo, int argno);
+extern void fencing_check_token(int64 token);
 extern bool fencing_parse_token(const char *s, int64 *value);
 
 #endif							/* FENCING_H */

@@ -16,13 +16,16 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "datatype/timestamp.h"
+#include "funcapi.h"
 #include "miscadmin.h"
-#include "portability/instr_time.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "lease.h"
@@ -31,6 +34,7 @@
 #define LEASE_MAX_TTL_USECS		(INT64CONST(86400) * USECS_PER_SEC)
 #define LEASE_MAX_WAIT_USECS	(INT64CONST(86400) * USECS_PER_SEC)
 #define SEMAPHORE_MAX_SLOTS		1000
+#define RENEW_ALL_MAX_LEASES	10000
 
 /* "slots" of an acquire that is a lease's (slot 0 only), not a semaphore's */
 #define LEASE_ONLY				0
@@ -38,6 +42,7 @@
 FENCING_FUNCTION(fencing_lease_acquire);
 FENCING_FUNCTION(fencing_semaphore_acquire);
 FENCING_FUNCTION(fencing_lease_renew);
+FENCING_FUNCTION(fencing_lease_renew_all);
 FENCING_FUNCTION(fencing_lease_release);
 FENCING_FUNCTION(fencing_lease_check);
 
@@ -60,6 +65,32 @@ fencing_lease_init(void)
 /* ---- who may act on a lease ---- */
 
 /*
+ * The role to act as on the lease of req->token: the caller, unless the
+ * token is live and another role's; that is refused, unless the caller is
+ * a lease admin, who then acts with the holder's role.
+ */
+static Oid
+holder_role_for(LeaseRequest *req)
+{
+	Oid			caller = GetUserId();
+	LeaseResult holder;
+
+	req->role = caller;
+	fencing_check_lease_snapshot(LEASE_HOLDER_ROLE, req);
+	if (fencing_run_lease_statement(LEASE_HOLDER_ROLE, req, &holder) == 0 ||
+		holder.holder_role == caller)
+		return caller;
+	if (!fencing_is_admin(caller))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("lease \"%s\" is held by another role",
+						text_to_cstring(req->name)),
+				 errdetail("Only the role that acquired a lease may renew, release or check it."),
+				 errhint("Members of role fencing_admin may act on any lease.")));
+	return holder.holder_role;
+}
+
+/*
  * Run a renew, release or check statement as the calling role.  When it
  * finds nothing, see whether the token is live but held by another role:
  * that is refused, unless the caller is a lease admin, who then acts with
@@ -69,26 +100,15 @@ static uint64
 run_as_holder(LeaseStatement stmt, LeaseRequest *req, LeaseResult *result)
 {
 	Oid			caller = GetUserId();
-	LeaseResult holder;
 	uint64		processed;
 
 	req->role = caller;
 	processed = fencing_run_lease_statement(stmt, req, result);
 	if (processed > 0)
 		return processed;
-	fencing_check_lease_snapshot(LEASE_HOLDER_ROLE, req);
-	if (fencing_run_lease_statement(LEASE_HOLDER_ROLE, req, &holder) == 0 ||
-		holder.holder_role == caller)
+	req->role = holder_role_for(req);
+	if (req->role == caller)
 		return processed;
-
-	if (!fencing_is_admin(caller))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("lease \"%s\" is held by another role",
-						text_to_cstring(req->name)),
-				 errdetail("Only the role that acquired a lease may renew, release or check it."),
-				 errhint("Members of role fencing_admin may act on any lease.")));
-	req->role = holder.holder_role;
 	return fencing_run_lease_statement(stmt, req, result);
 }
 
@@ -106,8 +126,8 @@ try_acquire_lease(LeaseRequest *req, LeaseResult *res)
 	req->slot = 0;
 	if (fencing_run_lease_statement(LEASE_TAKE, req, res) == 0)
 	{
-		/* seen and held by another: no need to try creating it */
-		if (res->row_seen)
+		/* seen and held by another, or locked: no use creating it */
+		if (res->row_seen || res->locked)
 			return false;
 		if (fencing_run_lease_statement(LEASE_CREATE, req, res) == 0 &&
 			fencing_run_lease_statement(LEASE_TAKE, req, res) == 0)
@@ -117,25 +137,33 @@ try_acquire_lease(LeaseRequest *req, LeaseResult *res)
 }
 
 /*
- * Take one of the free or expired slots the survey found, lowest first.
- * Concurrent acquirers see the same slots free: rather than queue behind
- * each other on the lowest one's row lock, each skips a slot whose row
- * another transaction has locked, as SKIP LOCKED would, and takes the
- * next.  The last one is waited for, so that a slot that is being taken
- * by a transaction that then rolls back is not missed.
+ * Take one of the slots the survey found: the free or expired ones, lowest
+ * first, then the ones that have no row yet.  Concurrent acquirers see the
+ * same slots: rather than queue behind each other on the lowest one's row
+ * lock, each skips a slot whose row another transaction has locked or is
+ * creating, as SKIP LOCKED would, and tries the next.  Only the last one
+ * is waited for (until the acquire's deadline), so that a waiter does not
+ * miss a slot whose taker then rolls back, and waits only when there is
+ * nothing else to try.
  */
 static bool
-take_free_slot(LeaseRequest *req, const LeaseSurvey *survey, LeaseResult *res)
+take_slot(LeaseRequest *req, const LeaseSurvey *survey, LeaseResult *res)
 {
+	int64		deadline = req->lock_deadline;
+	int			n = survey->ntakeable + survey->nmissing;
 	bool		taken = false;
 
-	for (int i = 0; i < survey->ntakeable && !taken; i++)
+	for (int i = 0; i < n && !taken; i++)
 	{
-		req->slot = survey->takeable[i];
-		req->skip_locked = i < survey->ntakeable - 1;
-		taken = fencing_run_lease_statement(LEASE_TAKE, req, res) == 1;
+		bool		exists = i < survey->ntakeable;
+
+		req->slot = exists ? survey->takeable[i] :
+			survey->missing[i - survey->ntakeable];
+		req->lock_deadline = i < n - 1 ? FENCING_DEADLINE_NOW : deadline;
+		taken = fencing_run_lease_statement(exists ? LEASE_TAKE : LEASE_CREATE,
+											req, res) == 1;
 	}
-	req->skip_locked = false;
+	req->lock_deadline = deadline;
 	return taken;
 }
 
@@ -149,10 +177,11 @@ take_free_slot(LeaseRequest *req, const LeaseSurvey *survey, LeaseResult *res)
  */
 static bool
 try_acquire_slot(LeaseRequest *req, int32 slots, LeaseResult *res,
-				 TimestampTz *chance)
+				 TimestampTz *chance, TransactionId *prepared)
 {
 	/* lost every round: try again at once */
 	*chance = 0;
+	*prepared = InvalidTransactionId;
 	for (int round = 0; round < slots + 2; round++)
 	{
 		LeaseSurvey survey;
@@ -164,17 +193,13 @@ try_acquire_slot(LeaseRequest *req, int32 slots, LeaseResult *res,
 			req->slot = survey.own_slot;
 			taken = fencing_run_lease_statement(LEASE_TAKE_OWN, req, res) == 1;
 		}
-		else if (survey.ntakeable > 0)
-			taken = take_free_slot(req, &survey, res);
-		else if (survey.missing_slot >= 0)
-		{
-			req->slot = survey.missing_slot;
-			taken = fencing_run_lease_statement(LEASE_CREATE, req, res) == 1;
-		}
+		else if (survey.ntakeable + survey.nmissing > 0)
+			taken = take_slot(req, &survey, res);
 		else
 		{
 			/* every slot held: the next one comes free then */
 			*chance = survey.free_at;
+			*prepared = survey.prepared_xid;
 			return false;
 		}
 		if (taken)
@@ -186,23 +211,29 @@ try_acquire_slot(LeaseRequest *req, int32 slots, LeaseResult *res,
 
 /*
  * One attempt.  On failure, *chance says when to try again, on the wall
- * clock: 0 for at once, DT_NOEND for when a release wakes us.  A
- * semaphore's attempt knows it from its survey; a lease's asks its row
- * only when the caller will wait (chance not NULL).
+ * clock: 0 for at once, DT_NOEND for when a release wakes us; and
+ * *prepared names a prepared transaction that changed the lease's row (a
+ * release, say) and may free it at COMMIT PREPARED.  A semaphore's attempt
+ * knows both from its survey; a lease's asks its row only when the caller
+ * will wait (chance not NULL).
  */
 static bool
 try_acquire(LeaseRequest *req, int32 slots, LeaseResult *res,
-			TimestampTz *chance)
+			TimestampTz *chance, TransactionId *prepared)
 {
 	TimestampTz slot_chance;
+	TransactionId slot_prepared;
 	LeaseResult avail;
 
 	if (slots != LEASE_ONLY)
 	{
-		if (try_acquire_slot(req, slots, res, &slot_chance))
+		if (try_acquire_slot(req, slots, res, &slot_chance, &slot_prepared))
 			return true;
 		if (chance != NULL)
+		{
 			*chance = slot_chance;
+			*prepared = slot_prepared;
+		}
 		return false;
 	}
 	if (try_acquire_lease(req, res))
@@ -210,9 +241,11 @@ try_acquire(LeaseRequest *req, int32 slots, LeaseResult *res,
 	if (chance != NULL)
 	{
 		*chance = DT_NOEND;
+		*prepared = InvalidTransactionId;
 		if (fencing_run_lease_statement(LEASE_AVAILABLE_AT, req, &avail) == 1 &&
 			!avail.available_now)
 			*chance = avail.available_at;
+		*prepared = avail.prepared_xid;
 	}
 	return false;
 }
@@ -236,34 +269,26 @@ take_own(LeaseRequest *req, int32 slots, LeaseResult *res)
 }
 
 /*
- * Microseconds on the monotonic clock (CLOCK_MONOTONIC on Linux), for
- * deadlines: a step of the wall clock (NTP, an operator) neither stretches
- * nor cuts a wait.  Expiry is judged by the wall clock, as stored in the
- * lease row.
- */
-static int64
-monotonic_usecs(void)
-{
-	instr_time	t;
-
-	INSTR_TIME_SET_CURRENT(t);
-	return (int64) INSTR_TIME_GET_MICROSEC(t);
-}
-
-/*
  * As the head of the lease's queue, wait until the lease can be taken or
- * the deadline (start + wait_usecs) passes.  The head registers in the
- * lock manager (events.c) so a committed release wakes it; otherwise it
- * sleeps until the lease's expiry plus lock delay.  Each attempt is a
- * statement of its own and locks nothing it does not take, so the head
- * never blocks the holder.
+ * the deadline passes.  The head registers in the lock manager (events.c)
+ * so a committed release wakes it; otherwise it sleeps until the lease's
+ * expiry plus lock delay.  Each attempt is a statement of its own and
+ * locks nothing it does not take, so the head never blocks the holder.
+ * An attempt may wait for a row lock, until the deadline: a free or
+ * expired lease whose row another transaction holds locked is taken when
+ * that transaction ends.
+ *
+ * A release in a prepared transaction wakes the head at PREPARE; until
+ * COMMIT PREPARED the head still sees the lease held, and waits for that
+ * transaction to end instead of sleeping (a semaphore's head for a second
+ * at most, then it looks at the other slots again).
  *
  * The deadline is on the monotonic clock; the time until the lease comes
  * free is a wall-clock difference, and only ever shortens a sleep.
  */
 static bool
-wait_and_acquire(LeaseRequest *req, int32 slots, int64 start,
-				 int64 wait_usecs, LeaseResult *res)
+wait_and_acquire(LeaseRequest *req, int32 slots, int64 deadline,
+				 LeaseResult *res)
 {
 	const char *nm = VARDATA_ANY(req->name);
 	int			len = VARSIZE_ANY_EXHDR(req->name);
@@ -275,15 +300,16 @@ wait_and_acquire(LeaseRequest *req, int32 slots, int64 start,
 		int64		left;
 		int64		sleep_usecs;
 		TimestampTz chance;
+		TransactionId prepared;
 
 		/* registered first, so a release committed from now on wakes us */
-		if (try_acquire(req, slots, res, &chance))
+		if (try_acquire(req, slots, res, &chance, &prepared))
 		{
 			acquired = true;
 			break;
 		}
-		fencing_stats_wait_begin(start);
-		left = wait_usecs - (monotonic_usecs() - start);
+		fencing_stats_wait_begin(fencing_monotonic_usecs());
+		left = deadline - fencing_monotonic_usecs();
 		if (left <= 0)
 			break;
 
@@ -297,7 +323,14 @@ wait_and_acquire(LeaseRequest *req, int32 slots, int64 start,
 			else if (chance - now < sleep_usecs)
 				sleep_usecs = chance - now;
 		}
-		if (sleep_usecs > 0)
+		if (TransactionIdIsValid(prepared) && sleep_usecs > 0)
+		{
+			if (slots != LEASE_ONLY)
+				sleep_usecs = Min(sleep_usecs, USECS_PER_SEC);
+			(void) fencing_wait_for_xact(prepared,
+										 fencing_monotonic_usecs() + sleep_usecs);
+		}
+		else if (sleep_usecs > 0)
 			fencing_waiter_sleep((long) ((sleep_usecs + 999) / 1000));
 		else
 			CHECK_FOR_INTERRUPTS();
@@ -312,27 +345,25 @@ wait_and_acquire(LeaseRequest *req, int32 slots, int64 start,
  * waiter the head.  A holder re-acquiring its own lease does not queue.
  */
 static bool
-acquire_waiting(LeaseRequest *req, int32 slots, int64 wait_usecs,
+acquire_waiting(LeaseRequest *req, int32 slots, int64 deadline,
 				LeaseResult *res)
 {
 	const char *nm = VARDATA_ANY(req->name);
 	int			len = VARSIZE_ANY_EXHDR(req->name);
-	int64		start = monotonic_usecs();
 	bool		acquired;
 
 	if (!fencing_queue_try_enter(nm, len))
 	{
 		if (take_own(req, slots, res))
 			return true;
-		fencing_stats_wait_begin(start);
-		if (!fencing_queue_enter(nm, len,
-								 wait_usecs - (monotonic_usecs() - start)))
+		fencing_stats_wait_begin(fencing_monotonic_usecs());
+		if (!fencing_queue_enter(nm, len, deadline))
 		{
 			fencing_stats_wait_end(false);
 			return false;
 		}
 	}
-	acquired = wait_and_acquire(req, slots, start, wait_usecs, res);
+	acquired = wait_and_acquire(req, slots, deadline, res);
 	fencing_queue_leave(nm, len);
 	fencing_stats_wait_end(acquired);
 	return acquired;
@@ -347,6 +378,8 @@ static int64
 acquire(LeaseRequest *req, int32 slots, int64 wait_usecs)
 {
 	LeaseResult res = {0};
+	int64		deadline = wait_usecs > 0 ?
+		fencing_monotonic_usecs() + wait_usecs : FENCING_DEADLINE_NOW;
 
 	/* a waiter needs fresh snapshots to see the lease come free */
 	if (wait_usecs > 0 && IsolationUsesXactSnapshot())
@@ -360,24 +393,24 @@ acquire(LeaseRequest *req, int32 slots, int64 wait_usecs)
 	 * counts against ours.  Busy with wait => '0': another session of this
 	 * holder is acquiring right now, and a try-once gives up.
 	 */
-	if (slots != LEASE_ONLY)
-	{
-		int64		start = monotonic_usecs();
+	if (slots != LEASE_ONLY &&
+		!fencing_holder_lock(VARDATA_ANY(req->name),
+							 VARSIZE_ANY_EXHDR(req->name),
+							 VARDATA_ANY(req->holder),
+							 VARSIZE_ANY_EXHDR(req->holder),
+							 req->role, deadline))
+		return 0;
 
-		if (!fencing_holder_lock(VARDATA_ANY(req->name),
-								 VARSIZE_ANY_EXHDR(req->name),
-								 VARDATA_ANY(req->holder),
-								 VARSIZE_ANY_EXHDR(req->holder),
-								 req->role, wait_usecs))
-			return 0;
-		if (wait_usecs > 0)
-			wait_usecs = Max(wait_usecs - (monotonic_usecs() - start), 1);
-	}
-
+	/*
+	 * A row that another transaction has locked (a check, a renew, a
+	 * concurrent acquire) or is creating: a try-once does not wait for it
+	 * at all, and a waiter until its deadline.
+	 */
+	req->lock_deadline = deadline;
 	if (wait_usecs == 0)
 	{
 		/* try once, whoever waits */
-		if (!try_acquire(req, slots, &res, NULL))
+		if (!try_acquire(req, slots, &res, NULL, NULL))
 		{
 			for (int s = 0; s < Max(slots, 1); s++)
 			{
@@ -387,7 +420,7 @@ acquire(LeaseRequest *req, int32 slots, int64 wait_usecs)
 			return 0;
 		}
 	}
-	else if (!acquire_waiting(req, slots, wait_usecs, &res))
+	else if (!acquire_waiting(req, slots, deadline, &res))
 		return 0;
 
 	fencing_stats_acquired(res.takeover, res.lapsed);
@@ -496,6 +529,227 @@ fencing_lease_renew(PG_FUNCTION_ARGS)
 	fencing_check_token_band(req.token);
 	ForceSyncCommit();
 	PG_RETURN_BOOL(true);
+}
+
+/* ---- group keepalive ---- */
+
+/* One (name, token) pair of lease_renew_all, and where it was */
+typedef struct RenewPair
+{
+	text	   *name;
+	int64		token;
+	int			pos;
+} RenewPair;
+
+/* name order, bytewise (COLLATE "C"), then array order */
+static int
+renew_pair_cmp(const void *a, const void *b)
+{
+	const RenewPair *x = (const RenewPair *) a;
+	const RenewPair *y = (const RenewPair *) b;
+	int			xlen = VARSIZE_ANY_EXHDR(x->name);
+	int			ylen = VARSIZE_ANY_EXHDR(y->name);
+	int			c = memcmp(VARDATA_ANY(x->name), VARDATA_ANY(y->name),
+						   Min(xlen, ylen));
+
+	if (c != 0)
+		return c;
+	if (xlen != ylen)
+		return xlen < ylen ? -1 : 1;
+	return x->pos - y->pos;
+}
+
+/*
+ * Is the token from the current band, or would lease_renew refuse it with
+ * LF005 (fencing_check_token_band)?  Asked in a subtransaction, which
+ * writes nothing unless the check enters a new band.
+ */
+static bool
+token_in_band(int64 token)
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	volatile bool in_band = true;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcontext);
+	PG_TRY();
+	{
+		fencing_check_token_band(token);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+		if (edata->sqlerrcode != ERRCODE_FENCING_OLD_BAND)
+			ReThrowError(edata);
+		FreeErrorData(edata);
+		in_band = false;
+	}
+	PG_END_TRY();
+	return in_band;
+}
+
+/*
+ * lease_renew_all(names, tokens, ttl): renew each lease with its own token,
+ * as lease_renew does, in name order (so that overlapping calls lock rows
+ * in one order and cannot deadlock); one row per pair, (name, token,
+ * renewed).  The arguments are checked, every element included, before
+ * anything is renewed; so are the roles, lease by lease (42501 fails the
+ * whole call, as lease_renew would).  A token from before the current
+ * band, which lease_renew refuses with LF005, gives renewed = false for
+ * that lease alone: a group keepalive must not stop renewing the other
+ * leases because one of them was lost at a failover.
+ */
+Datum
+fencing_lease_renew_all(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ArrayType  *names_arr;
+	ArrayType  *tokens_arr;
+	Datum	   *names;
+	bool	   *names_null;
+	Datum	   *tokens;
+	bool	   *tokens_null;
+	int			nnames;
+	int			ntokens;
+	Datum		ttl;
+	RenewPair  *pairs;
+	int64		lowest_in_band = PG_INT64_MAX;
+	int64		highest_before_band = 0;
+	bool		renewed_any = false;
+	TupleDesc	tupdesc;
+	Tuplestorestate *store;
+	MemoryContext oldcontext;
+
+	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
+		(rsinfo->allowedModes & SFRM_Materialize) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("set-valued function called in context that cannot accept a set")));
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lease names, tokens and TTL must not be null")));
+	names_arr = PG_GETARG_ARRAYTYPE_P(0);
+	tokens_arr = PG_GETARG_ARRAYTYPE_P(1);
+	if (ARR_NDIM(names_arr) > 1 || ARR_NDIM(tokens_arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease names and tokens must be one-dimensional arrays")));
+	nnames = ArrayGetNItems(ARR_NDIM(names_arr), ARR_DIMS(names_arr));
+	ntokens = ArrayGetNItems(ARR_NDIM(tokens_arr), ARR_DIMS(tokens_arr));
+	if (nnames != ntokens)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("got %d lease names but %d tokens", nnames, ntokens),
+				 errhint("Pass one token per lease, in the same order.")));
+	if (nnames > RENEW_ALL_MAX_LEASES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("at most %d leases per call, got %d",
+						RENEW_ALL_MAX_LEASES, nnames)));
+	/* the TTL as lease_renew checks it, however many leases there are */
+	ttl = fencing_usecs_interval(fencing_duration_arg(fcinfo, 2, "lease TTL",
+													  LEASE_MAX_TTL_USECS,
+													  "1 day", false));
+	deconstruct_array(names_arr, TEXTOID, -1, false, TYPALIGN_INT,
+					  &names, &names_null, &nnames);
+	deconstruct_array(tokens_arr, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
+					  TYPALIGN_DOUBLE, &tokens, &tokens_null, &ntokens);
+	pairs = palloc(sizeof(RenewPair) * Max(nnames, 1));
+	for (int i = 0; i < nnames; i++)
+	{
+		if (names_null[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("lease name must not be null")));
+		if (tokens_null[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("fencing token must not be null")));
+		pairs[i].name = DatumGetTextPP(names[i]);
+		fencing_check_name(pairs[i].name, "lease name");
+		pairs[i].token = DatumGetInt64(tokens[i]);
+		fencing_check_token(pairs[i].token);
+		pairs[i].pos = i;
+		/* the band is a threshold: the smallest token tells for the rest */
+		lowest_in_band = Min(lowest_in_band, pairs[i].token);
+	}
+	PreventCommandIfReadOnly("fencing.lease_renew_all()");
+	qsort(pairs, nnames, sizeof(RenewPair), renew_pair_cmp);
+
+	/*
+	 * Tokens below a band's start are refused and none above (token.c): a
+	 * token in the band vouches for every larger one, a token before it for
+	 * every smaller one.  So one check usually does for all.
+	 */
+	if (nnames > 0 && !token_in_band(lowest_in_band))
+	{
+		highest_before_band = lowest_in_band;
+		lowest_in_band = PG_INT64_MAX;
+	}
+
+	oldcontext = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+	tupdesc = CreateTupleDescCopy(tupdesc);
+	store = tuplestore_begin_heap(false, false, work_mem);
+	MemoryContextSwitchTo(oldcontext);
+
+	for (int i = 0; i < nnames; i++)
+	{
+		LeaseRequest req = {0};
+		LeaseResult res = {0};
+		Datum		values[3];
+		bool		nulls[3] = {false, false, false};
+		bool		in_band;
+		bool		renewed = false;
+
+		req.name = pairs[i].name;
+		req.token = pairs[i].token;
+		req.ttl = ttl;
+		if (req.token >= lowest_in_band)
+			in_band = true;
+		else if (req.token <= highest_before_band)
+			in_band = false;
+		else if ((in_band = token_in_band(req.token)))
+			lowest_in_band = req.token;
+		else
+			highest_before_band = req.token;
+
+		if (!in_band)
+			/* not renewed; but another role's lease fails the call */
+			(void) holder_role_for(&req);
+		else if (run_as_holder(LEASE_RENEW, &req, &res) > 0)
+		{
+			renewed = renewed_any = true;
+			if (res.shortened)
+				fencing_wake_waiters_at_commit(VARDATA_ANY(req.name),
+											   VARSIZE_ANY_EXHDR(req.name));
+		}
+		values[0] = PointerGetDatum(req.name);
+		values[1] = Int64GetDatum(req.token);
+		values[2] = BoolGetDatum(renewed);
+		tuplestore_putvalues(store, tupdesc, values, nulls);
+	}
+	if (renewed_any)
+		ForceSyncCommit();
+
+	rsinfo->returnMode = SFRM_Materialize;
+	rsinfo->setResult = store;
+	rsinfo->setDesc = tupdesc;
+	return (Datum) 0;
 }
 
 Datum

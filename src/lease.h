@@ -45,8 +45,9 @@ typedef struct LeaseRequest
 	Datum		ttl;			/* interval: TAKE, TAKE_OWN, CREATE, RENEW */
 	Datum		lock_delay;		/* interval: TAKE, TAKE_OWN, CREATE */
 	TimestampTz cutoff;			/* PURGE */
-	bool		skip_locked;	/* TAKE: a row locked by another transaction
-								 * does not qualify (result->locked) */
+	int64		lock_deadline;	/* until when to wait for a row another
+								 * transaction has locked or is creating;
+								 * then result->locked (events.c) */
 } LeaseRequest;
 
 /* What a statement found out, from its first row. */
@@ -59,10 +60,13 @@ typedef struct LeaseResult
 	bool		available_now;	/* AVAILABLE_AT: free now */
 	TimestampTz available_at;	/* AVAILABLE_AT: else from then on */
 	bool		row_seen;		/* saw the row, which did not qualify */
-	bool		locked;			/* skip_locked: the row was locked */
+	bool		locked;			/* another transaction had the row locked
+								 * past lock_deadline */
 	bool		shortened;		/* RENEW: the lease now expires sooner */
 	bool		lapsed;			/* TAKE, TAKE_OWN: the term taken over had
 								 * expired, not been released */
+	TransactionId prepared_xid; /* AVAILABLE_AT: a prepared transaction
+								 * changed the row, not yet committed */
 } LeaseResult;
 
 /*
@@ -77,8 +81,11 @@ typedef struct LeaseSurvey
 	int			ntakeable;		/* the lowest takeable slots below "slots" */
 	int32		takeable[LEASE_SURVEY_TAKEABLE];	/* (released, or free after
 													 * expiry and lock delay) */
-	int32		missing_slot;	/* below "slots": no row yet */
+	int			nmissing;		/* the lowest slots below "slots" that have */
+	int32		missing[LEASE_SURVEY_TAKEABLE]; /* no row yet */
 	TimestampTz free_at;		/* else: the earliest a slot comes free */
+	TransactionId prepared_xid; /* else: a prepared transaction changed a
+								 * slot's row, not yet committed */
 } LeaseSurvey;
 
 /* lease_store.c: runs any statement, the SQL ones itself */
@@ -96,11 +103,32 @@ extern void fencing_check_lease_snapshot(LeaseStatement probe,
 										 const LeaseRequest *req);
 extern void fencing_survey_lease_slots(const LeaseRequest *req, int32 slots,
 									   LeaseSurvey *survey);
+extern bool fencing_lease_row_busy(const LeaseRequest *req);
 
 /* lease.c */
 extern void fencing_lease_init(void);
 extern void fencing_lease_freed(text *name, int64 token, const char *event,
 								const char *holder);
+
+/*
+ * events.c: deadlines of waits, in microseconds on fencing_monotonic_usecs'
+ * clock, or one of these.
+ */
+#define FENCING_DEADLINE_NONE	INT64CONST(0)	/* as long as it takes */
+#define FENCING_DEADLINE_NOW	INT64CONST(1)	/* long past: do not wait */
+
+typedef enum FencingWaitOutcome
+{
+	FENCING_WAIT_KEPT,			/* done, and kept */
+	FENCING_WAIT_UNDONE,		/* done, and rolled back as asked */
+	FENCING_WAIT_TIMED_OUT		/* the deadline came first: rolled back */
+} FencingWaitOutcome;
+
+extern int64 fencing_monotonic_usecs(void);
+extern FencingWaitOutcome fencing_wait_within(bool (*fn) (void *arg),
+											  void *arg, int64 deadline);
+extern bool fencing_wait_for_xact(TransactionId xid, int64 deadline);
+extern bool fencing_xact_is_prepared(TransactionId xid);
 
 /* events.c */
 extern void fencing_events_init(void);
@@ -108,10 +136,10 @@ extern void fencing_waiter_register(const char *name, int len);
 extern void fencing_waiter_unregister(const char *name, int len);
 extern void fencing_waiter_sleep(long timeout_ms);
 extern bool fencing_queue_try_enter(const char *name, int len);
-extern bool fencing_queue_enter(const char *name, int len, int64 timeout_usecs);
+extern bool fencing_queue_enter(const char *name, int len, int64 deadline);
 extern void fencing_queue_leave(const char *name, int len);
 extern bool fencing_holder_lock(const char *name, int len, const char *holder,
-								int hlen, Oid role, int64 timeout_usecs);
+								int hlen, Oid role, int64 deadline);
 extern void fencing_wake_waiters_at_commit(const char *name, int len);
 extern void fencing_notify(const char *event, const char *name, int len,
 						   int64 token, const char *holder);

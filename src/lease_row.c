@@ -24,7 +24,10 @@
  *	- when a concurrent transaction changed the row first, READ COMMITTED
  *	  looks again with a new snapshot and judges the new version (the
  *	  executor's EvalPlanQual recheck, but without keeping a lock on a row
- *	  that fails it); REPEATABLE READ and SERIALIZABLE raise 40001.
+ *	  that fails it); REPEATABLE READ and SERIALIZABLE raise 40001;
+ *	- a row the statement had to wait for is judged again once locked, by
+ *	  a new clock reading (lock_waiting), and an acquire waits for it only
+ *	  until its deadline.
  *
  * lease_store.c keeps the two statements that are SQL by nature: creating
  * the row (INSERT ... ON CONFLICT DO NOTHING) and purging old ones.
@@ -639,6 +642,135 @@ store_result(LeaseStatement stmt, TupleTableSlot *row, LeaseResult *result)
 	}
 }
 
+/* A wait for the lock on a row that another transaction has locked */
+typedef struct RowWait
+{
+	Relation	rel;
+	TupleTableSlot *row;		/* the judged version; then the locked one */
+	Snapshot	snapshot;
+	LeaseStatement stmt;
+	const LeaseRequest *req;
+	TimestampTz now;			/* the clock once the lock is ours */
+	TM_Result	tm;
+	TM_FailureData tmfd;
+} RowWait;
+
+/*
+ * In fencing_wait_within's subtransaction: lock the row, waiting for the
+ * transaction that has it, and judge the locked version again with a new
+ * clock reading, as EvalPlanQual rechecks a row it waited for: time went
+ * by, and the lease may have expired meanwhile.  Keep the lock only if the
+ * row still qualifies.
+ */
+static bool
+lock_and_judge_again(void *arg)
+{
+	RowWait    *w = (RowWait *) arg;
+	bool		keep;
+
+	w->tm = table_tuple_lock(w->rel, &w->row->tts_tid, w->snapshot, w->row,
+							 GetCurrentCommandId(true),
+							 LockTupleNoKeyExclusive, LockWaitBlock, 0,
+							 &w->tmfd);
+	keep = w->tm == TM_Ok;
+	if (keep)
+	{
+		w->now = GetCurrentTimestamp();
+		slot_getallattrs(w->row);
+		keep = qualifies(w->stmt, w->row, w->req, w->now);
+	}
+	/* the buffer pin is this subtransaction's: keep a copy of the row */
+	ExecMaterializeSlot(w->row);
+	return keep;
+}
+
+/* Does the statement wait for a row lock only until req->lock_deadline? */
+static bool
+acquires(LeaseStatement stmt)
+{
+	return stmt == LEASE_TAKE || stmt == LEASE_TAKE_OWN ||
+		stmt == LEASE_CREATE;
+}
+
+/*
+ * The row "old", judged by the clock reading *now, is locked by another
+ * transaction.  Wait for it, an acquire until its deadline and the other
+ * statements as long as an UPDATE would, and return what table_tuple_lock
+ * did, or TM_WouldBlock if the row was still locked at the deadline.  On
+ * TM_Ok, "old" holds the locked version, judged again by a new clock
+ * reading, *now: if it qualifies, it stays locked and *lapsed is false; if
+ * not, it is left unlocked and *lapsed is true.
+ *
+ * The wait runs in a subtransaction (fencing_wait_within), so that a row
+ * that no longer qualifies is not kept locked: a renew that waited past
+ * the lease's expiry must not hold up the takeover it lost to.  Only
+ * calls that have to wait pay for it; the others lock with LockWaitSkip at
+ * no extra cost.  The subtransaction's XID stays with the transaction when
+ * the lock is kept.
+ */
+static TM_Result
+lock_waiting(Relation rel, TupleTableSlot *old, Snapshot snapshot,
+			 LeaseStatement stmt, const LeaseRequest *req, TimestampTz *now,
+			 bool *lapsed)
+{
+	RowWait		w = {0};
+	int64		deadline = acquires(stmt) ? req->lock_deadline :
+		FENCING_DEADLINE_NONE;
+	FencingWaitOutcome outcome;
+
+	/* a try-once acquire does not wait at all */
+	if (deadline != FENCING_DEADLINE_NONE &&
+		deadline <= fencing_monotonic_usecs())
+		return TM_WouldBlock;
+	w.rel = rel;
+	w.row = old;
+	w.snapshot = snapshot;
+	w.stmt = stmt;
+	w.req = req;
+
+	/* let go of the scan's buffer pin before the subtransaction starts */
+	ExecMaterializeSlot(old);
+	outcome = fencing_wait_within(lock_and_judge_again, &w, deadline);
+	if (outcome == FENCING_WAIT_TIMED_OUT)
+		return TM_WouldBlock;
+	*now = w.now;
+	*lapsed = outcome == FENCING_WAIT_UNDONE && w.tm == TM_Ok;
+	return w.tm;
+}
+
+/*
+ * A transaction, not ours, that is changing one of the name's rows (slot
+ * >= 0: that slot's) and has not committed or rolled back yet:
+ * InvalidTransactionId if none.  A dirty snapshot shows it: as inserter
+ * (xmin) of a row a snapshot does not see yet, or as updater or deleter
+ * (xmax) of one it does.  Transactions that only lock a row are not shown,
+ * and need not be: only a change frees a lease or creates it.  With
+ * "prepared", only a prepared transaction counts.
+ */
+static TransactionId
+row_changer(Relation rel, Relation key, text *name, int32 slot,
+			TupleTableSlot *row, bool prepared)
+{
+	SnapshotData dirty;
+	IndexScanDesc scan;
+	TransactionId found = InvalidTransactionId;
+
+	InitDirtySnapshot(dirty);
+	scan = begin_name_scan(rel, key, &dirty, name, slot);
+	while (!TransactionIdIsValid(found) &&
+		   index_getnext_slot(scan, ForwardScanDirection, row))
+	{
+		TransactionId xid = TransactionIdIsValid(dirty.xmin) ? dirty.xmin :
+			dirty.xmax;
+
+		if (TransactionIdIsValid(xid) &&
+			(!prepared || fencing_xact_is_prepared(xid)))
+			found = xid;
+	}
+	index_endscan(scan);
+	return found;
+}
+
 /*
  * Run a statement on the lease row.  "latest" reads with the latest
  * snapshot and without seeing this command's own changes anew: for the
@@ -659,8 +791,11 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 	uint64		processed = 0;
 
 	if (result != NULL)
+	{
 		result->row_seen = result->locked = result->shortened =
 			result->lapsed = false;
+		result->prepared_xid = InvalidTransactionId;
+	}
 	fencing_become_owner(&scope);
 	rel = open_leases(lockmode);
 	refuse_unsupported(rel, writes);
@@ -702,26 +837,42 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 		else
 		{
 			/*
-			 * Wait for writers and lockers, as UPDATE and FOR NO KEY UPDATE
-			 * do.  A check locks as strongly as the renew or release that
-			 * may follow it in the same transaction: a share lock would
-			 * have to be upgraded, and two sessions of one holder that
-			 * check, then renew, would deadlock.
+			 * Lock the row, if another transaction has it after waiting for
+			 * that (lock_waiting).  A check locks as strongly as the renew
+			 * or release that may follow it in the same transaction: a share
+			 * lock would have to be upgraded, and two sessions of one holder
+			 * that check, then renew, would deadlock.
 			 */
+			bool		lapsed = false;
+
 			tm = table_tuple_lock(rel, &old->tts_tid, snapshot, old,
 								  GetCurrentCommandId(true),
-								  LockTupleNoKeyExclusive,
-								  req->skip_locked ? LockWaitSkip : LockWaitBlock,
-								  0, &tmfd);
+								  LockTupleNoKeyExclusive, LockWaitSkip, 0,
+								  &tmfd);
+			if (tm == TM_WouldBlock)
+				tm = lock_waiting(rel, old, snapshot, stmt, req, &now,
+								  &lapsed);
 			switch (tm)
 			{
 				case TM_WouldBlock:
-					/* skip_locked: another transaction has the row */
+					/* locked by another transaction past our deadline */
 					if (result != NULL)
 						result->locked = true;
 					break;
 				case TM_Ok:
-					if (!writes)
+					if (lapsed)
+					{
+						/*
+						 * Waited, and the locked row no longer qualifies.  A
+						 * forced release looks for the next slot it would
+						 * end, as an UPDATE goes on to its next row.
+						 */
+						if (stmt == LEASE_FORCE_RELEASE)
+							again = true;
+						else if (result != NULL)
+							result->row_seen = true;
+					}
+					else if (!writes)
 						processed = 1;
 					else
 					{
@@ -771,6 +922,9 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 	}
 	if (writes)
 		CommandCounterIncrement();
+	if (stmt == LEASE_AVAILABLE_AT && result != NULL)
+		result->prepared_xid = row_changer(rel, key, req->name, req->slot,
+										   old, true);
 
 	if (ch.slot != NULL)
 		ExecDropSingleTupleTableSlot(ch.slot);
@@ -835,7 +989,7 @@ fencing_check_lease_snapshot(LeaseStatement probe, const LeaseRequest *req)
  * Look at all the rows of a semaphore's name at once, with one snapshot
  * and one clock reading, as an acquire would judge them: which slot the
  * requester should try to take (its own, wherever it is; else the lowest
- * takeable ones below "slots"; else the lowest missing one), and when the
+ * takeable ones below "slots"; else the lowest missing ones), and when the
  * next of the others comes free.  Takes no lock: the statement that then takes the
  * slot judges it again, locked.
  */
@@ -852,9 +1006,10 @@ fencing_survey_lease_slots(const LeaseRequest *req, int32 slots,
 	TimestampTz now;
 	int32		next = 0;		/* the lowest slot not seen yet */
 
-	survey->own_slot = survey->missing_slot = -1;
-	survey->ntakeable = 0;
+	survey->own_slot = -1;
+	survey->ntakeable = survey->nmissing = 0;
 	TIMESTAMP_NOEND(survey->free_at);
+	survey->prepared_xid = InvalidTransactionId;
 
 	fencing_become_owner(&scope);
 	rel = open_leases(AccessShareLock);
@@ -876,8 +1031,8 @@ fencing_survey_lease_slots(const LeaseRequest *req, int32 slots,
 			survey->own_slot = s;
 		if (s >= slots)
 			continue;
-		if (survey->missing_slot < 0 && s > next)
-			survey->missing_slot = next;
+		for (; next < s && survey->nmissing < LEASE_SURVEY_TAKEABLE; next++)
+			survey->missing[survey->nmissing++] = next;
 		next = s + 1;
 		if (qualifies(LEASE_TAKE, row, req, now))
 		{
@@ -887,13 +1042,45 @@ fencing_survey_lease_slots(const LeaseRequest *req, int32 slots,
 		else if (free_at(row) < survey->free_at)
 			survey->free_at = free_at(row);
 	}
-	if (survey->missing_slot < 0 && next < slots)
-		survey->missing_slot = next;
+	for (; next < slots && survey->nmissing < LEASE_SURVEY_TAKEABLE; next++)
+		survey->missing[survey->nmissing++] = next;
 	index_endscan(scan);
 	UnregisterSnapshot(snapshot);
+	/* all held: is a prepared transaction releasing one? */
+	if (survey->own_slot < 0 && survey->ntakeable == 0 &&
+		survey->nmissing == 0)
+		survey->prepared_xid = row_changer(rel, key, req->name, -1, row, true);
 
 	ExecDropSingleTupleTableSlot(row);
 	index_close(key, NoLock);
 	table_close(rel, NoLock);
 	fencing_restore_user(&scope);
+}
+
+/*
+ * Is another transaction creating, updating or deleting the row (name,
+ * slot) right now?  A create that must not wait asks first: its INSERT
+ * would wait for that transaction, and no statement can tell it not to.
+ */
+bool
+fencing_lease_row_busy(const LeaseRequest *req)
+{
+	FencingOwnerScope scope;
+	Relation	rel;
+	Relation	key;
+	TupleTableSlot *row;
+	bool		busy;
+
+	fencing_become_owner(&scope);
+	rel = open_leases(AccessShareLock);
+	refuse_unsupported(rel, false);
+	key = index_open(layout.key_oid, AccessShareLock);
+	row = table_slot_create(rel, NULL);
+	busy = TransactionIdIsValid(row_changer(rel, key, req->name, req->slot,
+											row, false));
+	ExecDropSingleTupleTableSlot(row);
+	index_close(key, NoLock);
+	table_close(rel, NoLock);
+	fencing_restore_user(&scope);
+	return busy;
 }

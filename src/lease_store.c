@@ -238,19 +238,66 @@ run_sql(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result)
 	return processed;
 }
 
+typedef struct SqlRun
+{
+	LeaseStatement stmt;
+	const LeaseRequest *req;
+	LeaseResult *result;
+	uint64		processed;
+} SqlRun;
+
+static bool
+run_sql_kept(void *arg)
+{
+	SqlRun	   *r = (SqlRun *) arg;
+
+	r->processed = run_sql(r->stmt, r->req, r->result);
+	return true;
+}
+
 /*
  * Run a statement on fencing.leases.  Returns the number of rows it
  * touched (for a read: found qualifying); *result (if not NULL) gets what
  * the first one returned, and result->row_seen tells whether the lease
  * row was there but did not qualify.
+ *
+ * An INSERT that meets another transaction's uncommitted row of the same
+ * key waits for that transaction, and no statement can ask it not to.  So
+ * a create whose deadline has passed (a try-once acquire) first looks for
+ * such a row, and does not insert if there is one (result->locked); and
+ * every create waits in a subtransaction that ends at req->lock_deadline
+ * (result->locked then), for a row that comes between the look and the
+ * INSERT, so that an acquire's wait stays bounded.
  */
 uint64
 fencing_run_lease_statement(LeaseStatement stmt, const LeaseRequest *req,
 							LeaseResult *result)
 {
+	SqlRun		r = {0};
+
 	if (fencing_lease_row_statement(stmt))
 		return fencing_run_lease_row(stmt, req, result);
 	if (result != NULL)
-		result->row_seen = false;
-	return run_sql(stmt, req, result);
+		result->row_seen = result->locked = false;
+	if (stmt != LEASE_CREATE)
+		return run_sql(stmt, req, result);
+	if (req->lock_deadline != FENCING_DEADLINE_NONE &&
+		req->lock_deadline <= fencing_monotonic_usecs() &&
+		fencing_lease_row_busy(req))
+	{
+		if (result != NULL)
+			result->locked = true;
+		return 0;
+	}
+	r.stmt = stmt;
+	r.req = req;
+	r.result = result;
+	if (fencing_wait_within(run_sql_kept, &r, req->lock_deadline) ==
+		FENCING_WAIT_TIMED_OUT)
+	{
+		if (result != NULL)
+			result->locked = true;
+		return 0;
+	}
+	return r.processed;
 }

@@ -115,8 +115,8 @@ sub tag_condition
 	$field4 //= 17989;
 	return qq{locktype = 'advisory' AND objsubid = $field4
 	  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-	  AND classid = ((hashtextextended('$lease', 0) >> 32) & 4294967295)::oid
-	  AND objid = (hashtextextended('$lease', 0) & 4294967295)::oid};
+	  AND classid = ((fencing._lease_lock_tag('$lease') >> 32) & 4294967295)::oid
+	  AND objid = (fencing._lease_lock_tag('$lease') & 4294967295)::oid};
 }
 
 # the backend's share locks on any lease tag

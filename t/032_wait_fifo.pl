@@ -65,8 +65,8 @@ sub tag
 	my ($lease, $field4) = @_;
 	return qq{l.locktype = 'advisory' AND l.objsubid = $field4
 	  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-	  AND l.classid = ((hashtextextended('$lease', 0) >> 32) & 4294967295)::oid
-	  AND l.objid = (hashtextextended('$lease', 0) & 4294967295)::oid};
+	  AND l.classid = ((fencing._lease_lock_tag('$lease') >> 32) & 4294967295)::oid
+	  AND l.objid = (fencing._lease_lock_tag('$lease') & 4294967295)::oid};
 }
 
 # the session (by application_name) is the head: holds the queue lock and

@@ -19,10 +19,13 @@
 # was held (item 5).
 #
 # Scenario families (run.py --help).  Enabled here: those whose defects
-# are fixed.  Pending, to be enabled when the fixes are merged:
-#   txcheck  lease_check in transactions held past the TTL (items 1, 3)
+# are fixed (txcheck: lease_check in transactions held past the TTL,
+# items 1 and 3; 2pc: releases in prepared transactions, item 9).  Pending,
+# to be enabled when the fix is merged:
 #   mixed    lease_acquire and semaphore_acquire on one name (item 5)
-#   2pc      release in a prepared transaction (item 9, liveness)
+# Liveness (an acquire far past its wait, a waiter not woken) is reported,
+# not failed: its bounds are times, which a loaded machine stretches;
+# t/033 tests items 3 and 9 with bounds made for that.
 # LIN_FAMILIES=... overrides the list, LIN_SEED=N repeats a run's choices
 # (the interleaving still differs), LIN_DURATION=S its length.
 use strict;
@@ -35,8 +38,8 @@ use IPC::Run;
 use JSON::PP;
 
 my @enabled = qw(basic sem force purge freeze cancel lockdelay peek
-  sharedholder);
-my @pending = qw(txcheck mixed 2pc);
+  sharedholder txcheck 2pc);
+my @pending = qw(mixed);
 
 my $python  = '/usr/bin/python3';
 my $started = time;

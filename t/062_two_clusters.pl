@@ -18,7 +18,11 @@
 #    lease on the promoted standby, whose copy of the lease table is behind.
 #    D's token, from the new timeline's band, beats C's at "data"; C's next
 #    write is refused.  The old primary, restarted alone (split brain),
-#    still issues tokens: "data" refuses them.
+#    still issues tokens, and in clock mode they follow its clock (the clock
+#    floor, docs/tokens.md#a-primary-that-comes-back): above D's, so "data"
+#    takes C's newest write and refuses D's next one.  The resource orders
+#    the two histories by when each token was issued; it never takes a
+#    token below one it has seen.
 use strict;
 use warnings;
 
@@ -182,13 +186,17 @@ $locks->start;
 my $split = acquire($locks, 'C', '1 hour');
 like($split, qr/^\d+$/,
 	"C, still on the old primary, re-acquires its lease there: token $split");
-cmp_ok($split, '<', $td, "the old primary's tokens ($split) stay below D's ($td)");
-like(write_guarded('C', $split), qr/LF001: fencing token $split is stale/,
-	"data refuses the old primary's new token");
-is(resource_state(), "written by D (fence $td); counter 5 by D (fence $td)",
-	"data holds D's writes");
+cmp_ok($split, '>', $td,
+	"the old primary's new token ($split) follows its clock: above D's ($td)");
+is(write_guarded('C', $split), '', "data takes C's write with the newer token");
+like(write_guarded('D', $td), qr/LF001: fencing token $td is stale/,
+	"and refuses D's next write, now older");
+like(write_guarded('C', $tc), qr/LF001: fencing token $tc is stale/,
+	"C's token from before the failover stays refused");
+is(resource_state(), "written by C (fence $split); counter 5 by D (fence $td)",
+	"data holds C's newest write and D's counter");
 is($data->safe_psql('postgres', 'SELECT stale_writes_refused FROM fencing.stats'),
-	'5', "data counted five refused stale writes");
+	'6', "data counted six refused stale writes");
 
 $locks->stop;
 $standby->stop;

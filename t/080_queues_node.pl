@@ -1,7 +1,10 @@
 # Copyright: fencing extension authors
 #
 # 080_queues_node.pl: the pg-boss 12 and graphile-worker 0.18 recipes
-# (examples/queues/), against the real queues from npm.
+# (examples/queues/), against the real queues from npm.  After the SIGSTOP
+# runs below: the red team's pg-boss reproductions (t/queues/
+# pgboss_stale.cjs, with the recipe, and the controls), and
+# graphile-worker's named queues (the end of this file).
 #
 # For each queue, twice, at the same time in two databases: with the recipe
 # (fenced) and without it (the negative control: the claim is still
@@ -9,8 +12,10 @@
 # refused).  Five worker processes work 12 jobs; each delivery writes its
 # job's domain row twice and then completes.  Four workers are frozen with
 # SIGSTOP in the middle of a delivery (two after their first write, two
-# after their second, all four at once) until the queue has handed the
-# job to another worker and that one has written; then they are woken.
+# after their second, all four at once; never inside a transaction, which
+# would hold its job's row lock against the rescue) until the queue has
+# handed the job to another worker and that one has written; then they
+# are woken.
 # Every delivery is a long job that heartbeats: pg-boss re-dispatches a
 # job whose heartbeat is older than heartbeatSeconds (10 s, its minimum;
 # the worker refreshes every second, the supervisor runs every second);
@@ -185,9 +190,10 @@ sub start_workers
 }
 
 # One try at the next freeze: a delivery of a running worker whose last
-# event is its write of the step (the first two freezes after write 1, the
-# next two after write 2), stopped with SIGSTOP if it is still there once
-# stopped.  Returns whether more freezes are wanted.
+# write is its write of the step (the first two freezes after write 1, the
+# next two after write 2), with nothing of its job after it but
+# heartbeats, stopped with SIGSTOP if it is still there once stopped.
+# Returns whether more freezes are wanted.
 sub try_freeze
 {
 	my ($e) = @_;
@@ -201,7 +207,8 @@ sub try_freeze
 			SELECT h.worker || ' ' || h.job || ' ' || h.token
 			  FROM qtest.history AS h
 			 WHERE h.kind = 'write' AND h.step = $step $where
-			   AND h.seq = (SELECT max(x.seq) FROM qtest.history AS x WHERE x.job = h.job)
+			   AND NOT EXISTS (SELECT 1 FROM qtest.history AS x
+								WHERE x.job = h.job AND x.seq > h.seq AND x.kind <> 'heartbeat')
 			 ORDER BY h.seq DESC LIMIT 1});
 	};
 	my $not_frozen = join(',', 0, keys %{ $e->{is_frozen} });
@@ -209,9 +216,13 @@ sub try_freeze
 	return 1 unless $row =~ /^(\d+) (\S+) (\d+)$/ && $e->{ours}{$1};
 	my ($pid, $job, $token) = ($1, $2, $3);
 	kill 'STOP', $pid;
-	# what it had sent has landed by now
-	sleep 0.2;
-	if ($last_is_write->("AND h.job = '$job' AND h.token = $token") eq '')
+	# Once what it had sent has run, none of its connections may be left
+	# in a transaction: a frozen transaction would hold its job's row lock,
+	# and the rescue would wait for it for good.
+	my $idle = wait_for($db, qq{
+		SELECT count(*) = 0 FROM pg_stat_activity
+		 WHERE application_name = 'qtest-$pid' AND state <> 'idle'}, 2);
+	if (!$idle || $last_is_write->("AND h.job = '$job' AND h.token = $token") eq '')
 	{
 		kill 'CONT', $pid;
 		return 1;
@@ -219,6 +230,18 @@ sub try_freeze
 	push @$frozen, [ $pid, $job, $token, $step ];
 	$e->{is_frozen}{$pid} = 1;
 	return @$frozen < 4;
+}
+
+# Is a job left that no frozen delivery holds and no delivery completed?
+sub freezable_left
+{
+	my ($e) = @_;
+	my $frozen_tokens = join(',', -1, map { $_->[2] } @{ $e->{frozen} });
+	return $node->safe_psql($e->{db}, qq{
+		SELECT count(*) > 0 FROM qtest.domain AS d
+		 WHERE NOT EXISTS (SELECT 1 FROM qtest.history AS c WHERE c.job = d.job AND c.kind = 'complete')
+		   AND coalesce((SELECT max(h.token) FROM qtest.history AS h
+						  WHERE h.job = d.job AND h.kind = 'claim'), 0) NOT IN ($frozen_tokens)}) eq 't';
 }
 
 # graphile-worker's rescue of stale locks (resetLockedAt, as 0.18 sends
@@ -352,13 +375,15 @@ for my $queue ('pg-boss', 'graphile-worker')
 {
 	my @runs = (prepare($queue, 1), prepare($queue, 0));
 	start_workers($_) for @runs;
-	my $deadline = time + 30;
+	# freezes while a job that no frozen delivery holds is left unfinished
+	# (a loaded machine is slower to get there, not less able)
+	my $deadline = time + 180;
 	while (time < $deadline)
 	{
 		my $more = 0;
 		for my $e (@runs)
 		{
-			$more = 1 if try_freeze($e);
+			$more = 1 if try_freeze($e) && freezable_left($e);
 		}
 		last unless $more;
 		sleep 0.05;
@@ -376,6 +401,122 @@ for my $queue ('pg-boss', 'graphile-worker')
 	}
 	gw_rescue($_) for @runs;
 	finish($_) for @runs;
+}
+
+# ---------------------------------------------------------------------------
+# The red team's reproductions with the real pg-boss (t/queues/
+# pgboss_stale.cjs): a stale delivery's complete() with includeQueued after
+# the newer one failed the job back to retry, restore() of a job another
+# worker holds or that was completed, cancel() and deleteJob() of a job
+# object after a restore, update() with data a claim could not stamp, a
+# perJobResults handler, and localGroupConcurrency.  With the recipe, then
+# the control without its guards (where each lands), then a worker without
+# the shim (perJobResults: LF004, the jobs stay active).
+
+sub stale_run
+{
+	my ($mode) = @_;
+	my $db = "boss_stale_$mode";
+	local $ENV{PGDATABASE} = $db;
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, 'CREATE EXTENSION fencing');
+	my ($rc, $out) = run_cmd(120, $node_bin, "$examples/pg-boss/worker.js", 'setup');
+	is($rc, 0, "pg-boss stale $mode: schema") or diag($out);
+	$node->safe_psql($db, slurp_file("$examples/pg-boss/install.sql"));
+	$node->safe_psql($db, q{
+		DROP TRIGGER fencing_end ON pgboss.job; DROP TRIGGER fencing_fail ON pgboss.job;
+		DROP TRIGGER fencing_guard ON pgboss.job}) if $mode eq 'unfenced';
+	($rc, $out) = run_cmd(300, $node_bin, 't/queues/pgboss_stale.cjs', $mode);
+	is($rc, 0, "pg-boss stale $mode: the script ran") or diag($out);
+	my %got;
+	for my $line (split /\n/, $out)
+	{
+		next unless $line =~ /^\{"case":"([^"]+)","step":"([^"]+)",(.*)\}$/;
+		$got{"$1: $2"} = $3;
+	}
+	return \%got;
+}
+
+my %stale_expected = (
+	fenced => {
+		'h1: newer claim' => '"same_job":true,"newer":true',
+		'h1: B fails' => '"result":"ok 1"',
+		'h1: A completes, includeQueued' => '"result":"LF001"',
+		'h1: row' => '"state":"retry","by":null',
+		'h2: A restores (shim, its token)' => '"result":"LF001"',
+		'h2: A restores (raw, no token)' => '"result":"LF004"',
+		'h2: C claims too' => '"claimed":false',
+		'h2: B completes' => '"result":"ok 1"',
+		'h2: A restores the completed job (raw)' => '"result":"LF004"',
+		'h2: A restores the completed job (shim)' => '"result":"LF001"',
+		'h2: row' => '"state":"completed"',
+		'h2r: A restores its own claim (live)' => '"state":"created"',
+		'h2r: newer claim' => '"same_job":true,"same_retry_count":true',
+		'h2r: A cancels (job object)' => '"result":"LF001"',
+		'h2r: A deletes (job object)' => '"result":"LF001"',
+		'h2r: B completes' => '"result":"ok 1"',
+		'h2r: row' => '"state":"completed"',
+		'm1: update with array data' => '"result":"42804"',
+		'm1: three fetches' => '"fetched":["job","job","none"],"second_job":"active"',
+		'lgc: both completed' => '"refused":0,"restored":1',
+		'm5: settled' => '"rows":[{"n":"8","state":"completed","token_in_output":true},{"n":"9","state":"retry","token_in_output":true}],"refused":[]',
+	},
+	unfenced => {
+		'h1: A completes, includeQueued' => '"result":"ok 1"',
+		'h1: row' => '"state":"completed","by":"A"',
+		'h2: A restores (raw, no token)' => '"result":"ok 1"',
+		'h2: C claims too' => '"claimed":true',
+		'h2: A restores the completed job (raw)' => '"result":"ok 1"',
+		'h2: row' => '"state":"created"',
+		'h2r: newer claim' => '"same_job":true,"same_retry_count":true',
+		'h2r: A cancels (job object)' => '"result":"ok 1"',
+		'h2r: B completes' => '"result":"ok 0"',
+		'h2r: row' => '"state":"cancelled"',
+		'm1: update with array data' => '"result":"ok 1"',
+		'm1: three fetches' => '"fetched":["42804","42804","42804"],"second_job":"created"',
+	},
+	noshim => {
+		'm5: settled' => '"rows":[{"n":"8","state":"active","token_in_output":null},{"n":"9","state":"active","token_in_output":null}],"refused":["LF004"]',
+	});
+for my $mode (qw(fenced unfenced noshim))
+{
+	my $got = stale_run($mode);
+	for my $step (sort keys %{ $stale_expected{$mode} })
+	{
+		is($got->{$step}, $stale_expected{$mode}{$step}, "pg-boss stale $mode: $step");
+	}
+}
+
+# ---------------------------------------------------------------------------
+# graphile-worker, two jobs in one named queue (red team M2): the task's
+# completion (worker.js, graphile-worker's own statement with the token
+# declared) unlocks the queue, so the second job runs too, and the queue is
+# left unlocked.  (The old completion, a DELETE of the job alone, left the
+# queue locked for graphile-worker's 4 hours.)
+{
+	my $db = 'gw_named_queue';
+	local $ENV{PGDATABASE} = $db;
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, 'CREATE EXTENSION fencing');
+	my ($rc, $out) = run_cmd(120, $node_bin, "$examples/graphile-worker/worker.js", 'setup');
+	is($rc, 0, 'graphile-worker named queue: schema') or diag($out);
+	$node->safe_psql($db, slurp_file("$examples/node/history.sql"));
+	$node->safe_psql($db, slurp_file("$examples/graphile-worker/install.sql"));
+	($rc, $out) = run_cmd(120, $node_bin, "$examples/graphile-worker/worker.js", 'send', 2, 'serial');
+	is($rc, 0, 'graphile-worker named queue: two jobs sent to queue "serial"') or diag($out);
+	$node->safe_psql($db, "INSERT INTO qtest.domain (job) SELECT 'gw:' || id FROM graphile_worker._private_jobs");
+	my $log = PostgreSQL::Test::Utils::tempdir('gw_named_queue') . '/worker.log';
+	local $ENV{STEP_MS} = 100;
+	my $worker = IPC::Run::start([$node_bin, "$examples/graphile-worker/worker.js", 'work', 'fenced'],
+		'<', \undef, '>', $log, '2>&1');
+	ok(wait_for($db, q{SELECT count(*) = 0 FROM graphile_worker._private_jobs}, 90),
+		'graphile-worker named queue: both jobs of the queue ran and were completed by their tasks')
+	  or diag(slurp_file($log));
+	is($node->safe_psql($db, q{SELECT string_agg(queue_name || ' ' || coalesce(locked_by, 'unlocked'), ',') FROM graphile_worker._private_job_queues}),
+		'serial unlocked', 'graphile-worker named queue: the queue is left unlocked');
+	is($node->safe_psql($db, q{SELECT count(*) FROM qtest.history WHERE kind = 'complete'}), '2',
+		'graphile-worker named queue: two completions, by the tasks');
+	$worker->kill_kill(grace => 2);
 }
 
 $node->stop;

@@ -86,7 +86,7 @@ ok($t_a =~ /^\d+$/ && $t_b =~ /^\d+$/ && $t_b > $t_a, "claims through pgbouncer 
 
 my ($out, $err) = through("BEGIN; SELECT set_config('fencing.token', '$t_a', true); "
 	  . "UPDATE river_job SET state = 'completed' WHERE id = 1 AND state = 'running'; COMMIT;");
-like($err, qr/ERROR:  fencing token $t_a is stale\nDETAIL:  The row of "river_job" was claimed again, with token $t_b\./,
+like($err, qr/ERROR:  fencing token $t_a is stale\nDETAIL:  The row of "river_job" holds a newer claim, with token $t_b\./,
 	'the stale delivery (SET LOCAL) is refused with both tokens');
 # B's claim of job 2, and a client that forgets its token, on the same
 # server connection right after a SET LOCAL: nothing was left behind

@@ -4,12 +4,20 @@
 # complete it, with the queue's own statements (the heartbeat: the queue's
 # own where it has one, pg-boss's touchJobs and pgmq's set_vt, else the
 # recipe's).  The fenced heartbeats and completion declare the claim's
-# token in the same request (\; joins them into one simple query, one
-# implicit transaction); pg-boss's completion carries it in its output.
+# token in the same request, with SET LOCAL (\; joins them into one simple
+# query, one implicit transaction); pg-boss's completion carries it in its
+# output.  (A SELECT set_config(...) in its place costs a planned
+# statement more: DECLARE=set_config measures that.)
 set -euo pipefail
 dir=$1
 for S in fq pq; do
-	if [ $S = fq ]; then decl="SELECT set_config('fencing.token', :tok::text, true) \\; "; else decl=; fi
+	if [ $S = pq ]; then
+		decl=
+	elif [ "${DECLARE:-set_local}" = set_config ]; then
+		decl="SELECT set_config('fencing.token', :tok::text, true) \\; "
+	else
+		decl="SET LOCAL fencing.token = :tok \\; "
+	fi
 	cat >"$dir/boss_$S.sql" <<-SQL
 		INSERT INTO $S.boss (data) VALUES ('{"n": 1}');
 		WITH next AS (SELECT id FROM $S.boss WHERE state IN ('created', 'retry') ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) UPDATE $S.boss AS j SET state = 'active', started_on = now(), heartbeat_on = now(), retry_count = CASE WHEN j.started_on IS NOT NULL THEN j.retry_count + 1 ELSE j.retry_count END FROM next WHERE j.id = next.id RETURNING j.id, coalesce(j.data->>'fencing_token', '0') AS tok \\gset

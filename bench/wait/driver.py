@@ -67,8 +67,8 @@ def wait_asleep(mon, lease, pids, limit=30.0):
               FROM pg_locks AS l JOIN pg_stat_activity AS a USING (pid)
              WHERE l.pid = ANY (%s)
                AND l.locktype = 'advisory' AND l.objsubid IN (17989, 17990)
-               AND l.classid = ((hashtextextended(%s, 0) >> 32) & 4294967295)::oid
-               AND l.objid = (hashtextextended(%s, 0) & 4294967295)::oid
+               AND l.classid = ((fencing._lease_lock_tag(%s) >> 32) & 4294967295)::oid
+               AND l.objid = (fencing._lease_lock_tag(%s) & 4294967295)::oid
                AND ((l.objsubid = 17989 AND l.granted
                      AND a.wait_event_type = 'Extension' AND a.wait_event IN ('Extension', 'FencingLeaseWait'))
                     OR (l.objsubid = 17990 AND NOT l.granted))

@@ -15,15 +15,31 @@
  * fencing.expect_rows raises LF003 if the row does not exist.  A worker
  * tells a refusal from other errors by the SQLSTATE (PG_DIAG_SQLSTATE).
  *
+ * Every call has a client-side deadline (docs/ha.md): a frozen server keeps
+ * the connection open, statement_timeout runs on the server and does not
+ * fire, and TCP keepalives are answered by the kernel.  So each statement
+ * is sent asynchronously and waited for with poll() until its deadline;
+ * when it passes, the worker drops the connection and treats its lease as
+ * lost (exit 2).  A holder's deadline must be shorter than its lease; the
+ * demo's one-second lease only keeps the story short, so its deadlines
+ * (CALL_DEADLINE_S, and a lease_acquire's wait on top) are the generous
+ * ones a loaded machine needs.
+ *
  * Connects with the conninfo given as the only argument, else with libpq's
- * environment (PGHOST, PGPORT, PGDATABASE, PGUSER, ...).  The database
- * needs CREATE EXTENSION fencing; the demo (re)creates its table demo_c.
- * Exits 0 when the story went as told, 1 otherwise.
+ * environment (PGHOST, PGPORT, PGDATABASE, PGUSER, ...), within
+ * connect_timeout.  The database needs CREATE EXTENSION fencing; the demo
+ * (re)creates its table demo_c.  Exits 0 when the story went as told, 1
+ * otherwise, 2 when a call outlived its deadline.
  */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <libpq-fe.h>
 
@@ -36,6 +52,10 @@
 #endif
 
 #define STALE_TOKEN "LF001"		/* fence_advance: older than the row's fence */
+#ifndef CALL_DEADLINE_S
+#define CALL_DEADLINE_S 20		/* every call's deadline, in seconds */
+#endif
+#define EXIT_DEADLINE 2
 
 typedef struct Worker
 {
@@ -67,17 +87,73 @@ die(Worker *w, const char *what, PGresult *res)
 	exit(1);
 }
 
-/* a statement with text parameters; the result, which the caller clears */
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*
+ * A statement with text parameters, sent asynchronously and waited for
+ * until "seconds" have passed; its (last) result, which the caller clears.
+ * A call that outlives its deadline drops the connection: the worker
+ * cannot tell whether it ran, and must treat its lease as lost.
+ */
+static PGresult *
+run_within(Worker *w, double seconds, const char *sql, int nparams,
+		   const char *const *params)
+{
+	double		deadline = now_s() + seconds;
+	PGresult   *last = NULL;
+
+	if (!PQsendQueryParams(w->conn, sql, nparams, NULL, params, NULL, NULL, 0))
+		die(w, sql, NULL);
+	for (;;)
+	{
+		struct pollfd pfd;
+		double		left;
+		int			rc;
+
+		if (!PQconsumeInput(w->conn))
+			die(w, sql, NULL);
+		while (!PQisBusy(w->conn))
+		{
+			PGresult   *res = PQgetResult(w->conn);
+
+			if (res == NULL)
+				return last;
+			PQclear(last);
+			last = res;
+		}
+		left = deadline - now_s();
+		if (left <= 0)
+		{
+			fprintf(stderr, "[%s] no answer within %g s: connection dropped, the lease is treated as lost\n",
+					w->name, seconds);
+			PQfinish(w->conn);
+			exit(EXIT_DEADLINE);
+		}
+		pfd.fd = PQsocket(w->conn);
+		pfd.events = POLLIN;
+		rc = poll(&pfd, 1, (int) (left * 1000) + 1);
+		if (rc < 0 && errno != EINTR)
+			die(w, "poll", NULL);
+	}
+}
+
 static PGresult *
 run(Worker *w, const char *sql, int nparams, const char *const *params)
 {
-	return PQexecParams(w->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+	return run_within(w, CALL_DEADLINE_S, sql, nparams, params);
 }
 
 static void
 run_ok(Worker *w, const char *sql)
 {
-	PGresult   *res = PQexec(w->conn, sql);
+	PGresult   *res = run(w, sql, 0, NULL);
 
 	if (PQresultStatus(res) != PGRES_COMMAND_OK &&
 		PQresultStatus(res) != PGRES_TUPLES_OK)
@@ -85,14 +161,22 @@ run_ok(Worker *w, const char *sql)
 	PQclear(res);
 }
 
-/* lease_acquire: 1 with w->token set, 0 if another holder's lease is live */
+/*
+ * lease_acquire: 1 with w->token set, 0 if another holder's lease is live.
+ * The server may wait wait_s seconds for the lease: the call's deadline
+ * comes on top of that.
+ */
 static int
-acquire(Worker *w, const char *ttl, const char *wait)
+acquire(Worker *w, const char *ttl, int wait_s)
 {
+	char		wait[32];
 	const char *params[4] = {LEASE, w->name, ttl, wait};
-	PGresult   *res = run(w,
-						  "SELECT fencing.lease_acquire($1, $2, $3::interval, wait => $4::interval)",
-						  4, params);
+	PGresult   *res;
+
+	snprintf(wait, sizeof(wait), "%d seconds", wait_s);
+	res = run_within(w, CALL_DEADLINE_S + wait_s,
+					 "SELECT fencing.lease_acquire($1, $2, $3::interval, wait => $4::interval)",
+					 4, params);
 	int			got;
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
@@ -131,9 +215,13 @@ fenced_write(Worker *w, const char *body)
 static void
 connect_worker(Worker *w, const char *name, const char *conninfo)
 {
+	/* the conninfo's settings, then a connect_timeout over them */
+	const char *keywords[] = {"dbname", "connect_timeout", NULL};
+	const char *values[] = {conninfo, "10", NULL};
+
 	w->name = name;
 	w->token[0] = '\0';
-	w->conn = PQconnectdb(conninfo);
+	w->conn = PQconnectdbParams(keywords, values, 1);
 	if (PQstatus(w->conn) != CONNECTION_OK)
 		die(w, "connection", NULL);
 }
@@ -159,7 +247,7 @@ main(int argc, char **argv)
 	run_ok(&setup, "INSERT INTO " TABLE " VALUES (1, 'empty', NULL)");
 	say("setup", "table %s ready, lease %s", TABLE, LEASE);
 
-	if (!acquire(&a, "1 second", "0"))
+	if (!acquire(&a, "1 second", 0))
 	{
 		say("A", "the lease is held by someone else; run the demo again later");
 		return 1;
@@ -170,7 +258,7 @@ main(int argc, char **argv)
 	say("A", "wrote row 1 with token %s", a.token);
 	say("A", "pauses (a GC pause): its lease runs out meanwhile");
 
-	if (!acquire(&b, "30 seconds", "10 seconds"))
+	if (!acquire(&b, "30 seconds", 10))
 	{
 		say("B", "did not get the lease within 10 s");
 		return 1;
@@ -214,7 +302,7 @@ main(int argc, char **argv)
 		PQclear(res);
 	}
 
-	res = PQexec(b.conn, "SELECT body, fence FROM " TABLE " WHERE id = 1");
+	res = run(&b, "SELECT body, fence FROM " TABLE " WHERE id = 1", 0, NULL);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		die(&b, "read", res);
 	printf("[result] row 1 = '%s', fence %s\n", PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1));

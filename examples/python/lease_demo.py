@@ -13,44 +13,84 @@ The write puts fencing.fence_advance(fence, token) in the SET list: it
 raises LF001 for a stale token, so the refusal is an error, never a silent
 "0 rows"; fencing.expect_rows raises LF003 if the row does not exist.
 
+Every call has a client-side deadline (docs/ha.md): a frozen server keeps
+the connection open, statement_timeout runs on the server and does not
+fire, and TCP keepalives are answered by the kernel.  So the connections
+are asynchronous and each call is waited for until its deadline; when it
+passes, the worker drops the connection and treats its lease as lost
+(exit 2).  A holder's deadline must be shorter than its lease; the demo's
+one-second lease only keeps the story short, so its deadlines
+(CALL_DEADLINE_S, and a lease_acquire's wait on top) are the generous ones
+a loaded machine needs.
+
 Connects with the DSN given as the only argument, else with libpq's
 environment (PGHOST, PGPORT, PGDATABASE, PGUSER, ...).  The database needs
 CREATE EXTENSION fencing; the demo (re)creates its table demo_python.
-Exits 0 when the story went as told, 1 otherwise.  Needs psycopg2 (Debian:
-python3-psycopg2).
+Exits 0 when the story went as told, 1 otherwise, 2 when a call outlived
+its deadline.  Needs psycopg2 (Debian: python3-psycopg2).
 """
 
+import select
 import sys
+import time
 
 import psycopg2
+import psycopg2.extensions
 
 LEASE = "demo-python"
 TABLE = "demo_python"
 STALE_TOKEN = "LF001"  # fencing.fence_advance: the token is older than the row's fence
+CALL_DEADLINE_S = 20  # every call's deadline, in seconds
+EXIT_DEADLINE = 2
+
+
+class DeadlinePassed(Exception):
+    """A call did not come back within its deadline; the connection is closed."""
 
 
 def say(who, text):
     print(f"[{who}] {text}", flush=True)
 
 
+def wait(conn, seconds):
+    """Wait for an asynchronous connection, for at most seconds."""
+    deadline = time.monotonic() + seconds
+    while True:
+        state = conn.poll()
+        if state == psycopg2.extensions.POLL_OK:
+            return
+        left = deadline - time.monotonic()
+        if left <= 0:
+            conn.close()
+            raise DeadlinePassed(seconds)
+        if state == psycopg2.extensions.POLL_READ:
+            select.select([conn.fileno()], [], [], left)
+        else:
+            select.select([], [conn.fileno()], [], left)
+
+
 def connect(dsn):
-    conn = psycopg2.connect(dsn)
-    conn.autocommit = True  # every call is its own transaction
+    # an asynchronous connection is always autocommit: every call is its
+    # own transaction
+    conn = psycopg2.connect(dsn, async_=1)
+    wait(conn, CALL_DEADLINE_S)
     return conn
 
 
-def one(conn, sql, params=()):
-    with conn.cursor() as cur:
-        cur.execute(sql, params)
-        return cur.fetchone()[0]
+def one(conn, sql, params=(), seconds=CALL_DEADLINE_S):
+    cur = conn.cursor()
+    cur.execute(sql, params)
+    wait(conn, seconds)
+    return cur.fetchone()[0] if cur.description else None
 
 
 def acquire(conn, holder, ttl_s, wait_s=0):
-    """A token, or None while another holder's lease is live."""
+    """A token, or None while another holder's lease is live.  The server
+    may wait wait_s seconds for the lease: the deadline comes on top."""
     return one(conn,
                "SELECT fencing.lease_acquire(%s, %s, make_interval(secs => %s),"
                " wait => make_interval(secs => %s))",
-               (LEASE, holder, ttl_s, wait_s))
+               (LEASE, holder, ttl_s, wait_s), CALL_DEADLINE_S + wait_s)
 
 
 def fenced_write(conn, body, token):
@@ -70,10 +110,9 @@ def main(argv):
     b = connect(dsn)
     ok = True
     try:
-        with a.cursor() as cur:
-            cur.execute(f"DROP TABLE IF EXISTS {TABLE}")
-            cur.execute(f"CREATE TABLE {TABLE} (id int PRIMARY KEY, body text, fence bigint)")
-            cur.execute(f"INSERT INTO {TABLE} VALUES (1, 'empty', NULL)")
+        one(a, f"DROP TABLE IF EXISTS {TABLE}")
+        one(a, f"CREATE TABLE {TABLE} (id int PRIMARY KEY, body text, fence bigint)")
+        one(a, f"INSERT INTO {TABLE} VALUES (1, 'empty', NULL)")
         say("setup", f"table {TABLE} ready, lease {LEASE}")
 
         ta = acquire(a, "A", 1)
@@ -107,10 +146,10 @@ def main(argv):
         say("A", f"renew with token {ta}: {'renewed' if renewed else 'lost the lease'}; stopping")
         ok = ok and not renewed
 
-        body, fence = None, None
-        with b.cursor() as cur:
-            cur.execute(f"SELECT body, fence FROM {TABLE} WHERE id = 1")
-            body, fence = cur.fetchone()
+        cur = b.cursor()
+        cur.execute(f"SELECT body, fence FROM {TABLE} WHERE id = 1")
+        wait(b, CALL_DEADLINE_S)
+        body, fence = cur.fetchone()
         say("result", f"row 1 = {body!r}, fence {fence}")
         ok = ok and body == "written by B" and fence == tb and tb > ta
         one(b, "SELECT fencing.lease_release(%s, %s)", (LEASE, tb))
@@ -125,6 +164,10 @@ def main(argv):
 if __name__ == "__main__":
     try:
         sys.exit(main(sys.argv))
+    except DeadlinePassed as e:
+        print(f"no answer within {e.args[0]:g} s: connection dropped, the lease is treated as lost",
+              file=sys.stderr)
+        sys.exit(EXIT_DEADLINE)
     except psycopg2.Error as e:
         print(f"ERROR {e.pgcode or ''}: {str(e).strip()}", file=sys.stderr)
         sys.exit(1)

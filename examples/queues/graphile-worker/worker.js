@@ -3,7 +3,7 @@
 // ../../../docs/queues.md).
 //
 //   node worker.js setup            run graphile-worker's migrations
-//   node worker.js send N           add N jobs of task "work"
+//   node worker.js send N [QUEUE]   add N jobs of task "work" (in a named queue)
 //   node worker.js work fenced|unfenced
 //
 // Connection: PGHOST, PGPORT, PGDATABASE, PGUSER.  Modules: NODE_PATH
@@ -14,7 +14,8 @@
 // three times, a second or more apart, with the token its claim stamped
 // (helpers.job.fencing_token), and heartbeats every HEARTBEAT_MS meanwhile
 // (locked_at moves forward, with the token declared); then it completes
-// the job itself: SET LOCAL fencing.token and DELETE the job, in one
+// the job itself: SET LOCAL fencing.token and graphile-worker's own
+// completion statement (delete the job, unlock its named queue), in one
 // transaction.  Fenced, the writes go through fencing.fence_advance and
 // the heartbeat and the DELETE through the claim_guard triggers; unfenced,
 // plainly.  One line of JSON per event on stdout.
@@ -29,8 +30,12 @@ const conn = {
   user: process.env.PGUSER || process.env.USER,
   // a client-side deadline on every statement (docs/ha.md)
   query_timeout: 10000,
+  // names this process's connections (t/080 freezes a worker only when
+  // none of them is inside a transaction)
+  application_name: `qtest-${process.pid}`,
 };
 const HEARTBEAT_MS = Number(process.env.HEARTBEAT_MS || 500);
+const STEP_MS = Number(process.env.STEP_MS || 1000);
 const log = (ev) => process.stdout.write(JSON.stringify({ pid: process.pid, ...ev }) + '\n');
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -68,17 +73,28 @@ async function write(pool, fenced, job, token, step) {
   }
 }
 
-// The completion graphile-worker would send (completeJob, for a job in no
-// named queue), sent by the task with its token declared.
+// The completion graphile-worker would send (complete_job_q: delete the
+// job and unlock its named queue, if it has one, held by the job's own
+// locked_by), sent by the task with its token declared.  graphile-worker's
+// own completion after it finds nothing.
+const COMPLETE_JOB = `
+  WITH j AS (DELETE FROM graphile_worker._private_jobs WHERE id = $1::bigint
+             RETURNING job_queue_id, locked_by),
+       q AS (UPDATE graphile_worker._private_job_queues AS job_queues
+                SET locked_by = NULL, locked_at = NULL
+               FROM j
+              WHERE job_queues.id = j.job_queue_id AND job_queues.locked_by = j.locked_by)
+  SELECT count(*)::int AS n FROM j`;
+
 async function complete(pool, fenced, job, token) {
   try {
     const n = await inTransaction(pool, fenced ? token : null, async (c) => {
-      const r = await c.query('DELETE FROM graphile_worker._private_jobs WHERE id = $1::bigint', [job]);
-      if (r.rowCount === 1) {
+      const r = await c.query(COMPLETE_JOB, [job]);
+      if (r.rows[0].n === 1) {
         await c.query(`INSERT INTO qtest.history (job, kind, token, worker)
                        VALUES ($1, 'complete', $2, $3)`, [`gw:${job}`, token, process.pid]);
       }
-      return r.rowCount;
+      return r.rows[0].n;
     });
     log({ ev: 'complete', job, token, ok: true, affected: n });
     if (n === 0) throw new Error(`job ${job} was already completed by a newer delivery`);
@@ -116,7 +132,8 @@ async function main() {
   }
   if (cmd === 'send') {
     const utils = await makeWorkerUtils({ pgPool: pool });
-    for (let i = 0; i < Number(arg); i++) await utils.addJob('work', { n: i });
+    const queueName = process.argv[4];
+    for (let i = 0; i < Number(arg); i++) await utils.addJob('work', { n: i }, queueName ? { queueName } : {});
     await utils.release();
     await pool.end();
     return;
@@ -148,7 +165,7 @@ async function main() {
           try {
             for (let step = 1; step <= 3; step++) {
               await write(pool, fenced, job, token, step).catch(() => {});
-              await sleep(1000 + Math.floor(Math.random() * 300));
+              await sleep(STEP_MS + Math.floor(Math.random() * 300));
             }
             // (a worker would stop once a heartbeat was refused; this one
             // carries on, the worst case, to be refused)

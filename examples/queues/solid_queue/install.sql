@@ -12,11 +12,12 @@
 --    again under a new id, finishes nothing.  The worker declares its
 --    token (around perform: SET LOCAL fencing.token, or a session-level
 --    set_config reset after perform on a direct connection) and its
---    DELETE is checked.  The supervisor's release and its failure of a
---    pruned process's claims carry no token and pass.  Before 1.5.0 a
---    stale worker's finish and failure passed (docs/queues.md): upgrade.
-ALTER TABLE solid_queue_claimed_executions ADD COLUMN fencing_token bigint;
+--    DELETE, or any UPDATE of the claim, is checked; no write changes the
+--    stamp.  The supervisor's release and its failure of a pruned
+--    process's claims carry no token and pass.  Before 1.5.0 a stale
+--    worker's finish and failure passed (docs/queues.md): upgrade.
+ALTER TABLE solid_queue_claimed_executions ADD COLUMN IF NOT EXISTS fencing_token bigint;
 CREATE TRIGGER fencing_claim BEFORE INSERT ON solid_queue_claimed_executions FOR EACH ROW
 	EXECUTE FUNCTION fencing.claim_stamp('fencing_token');
-CREATE TRIGGER fencing_finish BEFORE DELETE ON solid_queue_claimed_executions FOR EACH ROW
+CREATE TRIGGER fencing_guard BEFORE UPDATE OR DELETE ON solid_queue_claimed_executions FOR EACH ROW
 	EXECUTE FUNCTION fencing.claim_guard('fencing_token', '', 'allow_unfenced');
