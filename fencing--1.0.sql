@@ -29,10 +29,19 @@ CREATE SEQUENCE fencing.token_witness AS bigint
 -- One row per lease, written only by the lease functions.  A lease is
 -- slot 0 of its name; a semaphore of N slots has rows for slots 0 to N-1
 -- (created as they are first taken).  Only the primary key is indexed and
--- fillfactor leaves room, so every lease call is a HOT update.
+-- fillfactor leaves room, so every lease call is a HOT update.  Every row
+-- of a name has the name's kind ('l' lease, 's' semaphore, 'e' election)
+-- and number of slots: an acquire of another kind or slot count is refused
+-- while any of them is held (src/lease_row.c, fencing_define_lease_name).
+-- An election's leader publishes "value".  How the current token's tenure
+-- ended ("end_reason": 'r' released, 'f' force-released, NULL not), and
+-- the token before it and how that one ended ('t': taken over, expired or
+-- not), are what lease_watch() tells a holder that lost its lease.
 CREATE TABLE fencing.leases (
 	name			text NOT NULL,
 	slot			integer NOT NULL DEFAULT 0 CHECK (slot >= 0),
+	kind			"char" NOT NULL DEFAULT 'l',
+	slots			integer NOT NULL DEFAULT 1,
 	holder			text NOT NULL,
 	holder_role		pg_catalog.regrole NOT NULL,
 	token			bigint NOT NULL,
@@ -41,6 +50,10 @@ CREATE TABLE fencing.leases (
 	released_at		timestamptz,
 	lock_delay		interval NOT NULL DEFAULT '0',
 	takeover		boolean NOT NULL DEFAULT false,
+	value			text,
+	end_reason		"char",
+	prev_token		bigint,
+	prev_end		"char",
 	holder_changes	bigint NOT NULL DEFAULT 0,
 	acquires		bigint NOT NULL DEFAULT 0,
 	renewals		bigint NOT NULL DEFAULT 0,
@@ -178,6 +191,72 @@ AS 'MODULE_PATHNAME', 'fencing_lease_check';
 COMMENT ON FUNCTION fencing.lease_check(text, bigint) IS
 	'True iff the token is current and the lease live; holds it until commit';
 
+-- Why a token is no longer its lease's current one (a lease, a semaphore
+-- slot or an election): at once, or (wait > 0) as soon as it stops being
+-- current, expiry included.  Reasons: current, expired, taken_over,
+-- released, force_released, lost_at_failover, unknown; "successor" is the
+-- token that replaced it, when one did.
+CREATE FUNCTION fencing.lease_watch(name text, token bigint,
+									wait interval DEFAULT '0',
+									OUT reason text, OUT successor bigint)
+RETURNS record
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_lease_watch';
+
+COMMENT ON FUNCTION fencing.lease_watch(text, bigint, interval) IS
+	'Why the token is not current (or "current"), waiting up to wait for it to stop being current';
+
+-- Leader election (src/election.c): an election is a lease of kind
+-- election, renewed with lease_renew; its leader publishes a value.
+CREATE FUNCTION fencing.election_campaign(election text, candidate text,
+										  value text, ttl interval,
+										  wait interval DEFAULT '0')
+RETURNS bigint
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_election_campaign';
+
+COMMENT ON FUNCTION fencing.election_campaign(text, text, text, interval, interval) IS
+	'Become the leader with this value, waiting up to wait in arrival order: the leader''s token, or NULL';
+
+CREATE FUNCTION fencing.election_proclaim(election text, token bigint, value text)
+RETURNS boolean
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_election_proclaim';
+
+COMMENT ON FUNCTION fencing.election_proclaim(text, bigint, text) IS
+	'The leader publishes a new value; false for a token that is not the live leader''s';
+
+CREATE FUNCTION fencing.election_leader(election text,
+										OUT candidate text, OUT value text,
+										OUT token bigint, OUT since timestamptz,
+										OUT expires_at timestamptz)
+RETURNS record
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_election_leader';
+
+COMMENT ON FUNCTION fencing.election_leader(text) IS
+	'The current leader, or one row of NULLs';
+
+CREATE FUNCTION fencing.election_observe(election text, known_token bigint,
+										 known_value text, wait interval,
+										 OUT candidate text, OUT value text,
+										 OUT token bigint, OUT since timestamptz,
+										 OUT expires_at timestamptz)
+RETURNS record
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_election_observe';
+
+COMMENT ON FUNCTION fencing.election_observe(text, bigint, text, interval) IS
+	'The leadership once it differs from (known_token, known_value), waiting up to wait; else unchanged';
+
+CREATE FUNCTION fencing.election_resign(election text, token bigint)
+RETURNS boolean
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'fencing_election_resign';
+
+COMMENT ON FUNCTION fencing.election_resign(text, bigint) IS
+	'The leader steps down; false for a token that is not the live leader''s';
+
 CREATE FUNCTION fencing.fence_check(fence bigint, token bigint)
 RETURNS boolean
 LANGUAGE C IMMUTABLE PARALLEL SAFE
@@ -279,6 +358,12 @@ COMMENT ON FUNCTION fencing.lease_purge(interval) IS
 CREATE VIEW fencing.lease_status AS
 SELECT l.name,
 	   l.slot,
+	   CASE
+		   WHEN l.kind OPERATOR(pg_catalog.=) 'l' THEN 'lease'
+		   WHEN l.kind OPERATOR(pg_catalog.=) 's' THEN 'semaphore'
+		   WHEN l.kind OPERATOR(pg_catalog.=) 'e' THEN 'election'
+	   END AS kind,
+	   l.slots,
 	   l.holder,
 	   l.holder_role,
 	   l.token,
@@ -302,6 +387,7 @@ SELECT l.name,
 		   ELSE l.expires_at OPERATOR(pg_catalog.+) l.lock_delay
 	   END AS available_at,
 	   l.takeover,
+	   l.value,
 	   l.acquires,
 	   l.renewals,
 	   l.releases,
@@ -470,7 +556,7 @@ SELECT n.name AS lease,
 		   WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database());
 
 COMMENT ON VIEW fencing_monitor.waiters IS
-	'Backends waiting in lease_acquire or semaphore_acquire: the lease, and whether the backend is the head of its queue';
+	'Backends waiting in lease_acquire, semaphore_acquire or election_campaign: the lease, and whether the backend is the head of its queue';
 
 GRANT SELECT ON fencing_monitor.stats, fencing_monitor.stats_info,
 	fencing_monitor.wait_histogram, fencing_monitor.lease_status,

@@ -32,6 +32,11 @@
  * survey, at most ROUNDS times in all (N + 2, as try_acquire_slot); then
  * the acquire returns NULL.
  *
+ * Every worker asks for the same N slots: a name has one kind and one
+ * number of slots while any slot is held (LF021), so the kind columns of
+ * the rows never differ here.  Changing a name's kind is not modeled (see
+ * model/README.md, "One kind per name").
+ *
  * Properties (assertions; each names what it checks)
  *   P1  one_holder_per_slot: a grant never replaces another holder's live
  *       lease on the slot.  A holder's grant is live while it is the

@@ -99,8 +99,10 @@ run_suite() {
 		status=1
 		[ -f regression.diffs ] && cat regression.diffs
 		[ -f output_iso/regression.diffs ] && cat output_iso/regression.diffs
-		for f in tmp_check/log/regress_log_*; do
-			[ -f "$f" ] && { echo "---- $f (tail)"; tail -n 60 "$f"; }
+		# the logs of the TAP files that failed, not of every file
+		for t in $(sed -n 's|^t/\([^ ]*\)\.pl  *(Wstat.*|\1|p' "$log"); do
+			f=tmp_check/log/regress_log_$t
+			[ -f "$f" ] && { echo "---- $f (failed lines and tail)"; grep -n -A8 '^\[[0-9:.]*\]([0-9.]*s) not ok' "$f" | head -n 80; tail -n 40 "$f"; }
 		done
 	fi
 	# count what the runners report

@@ -74,6 +74,16 @@ SELECT fencing.semaphore_acquire('ms_sem', 'h' || i, 3, '10 min') IS NOT NULL AS
   FROM generate_series(1, 2) AS i;
 SELECT fencing.lease_force_release('ms_d') AS forced, fencing.lease_force_release('ms_sem') AS forced_sem;
 SELECT * FROM pg_temp.counters();
+-- an election is a lease: a campaign counts as an acquire, a resignation
+-- as a release, the leader's renewal as a renewal; a proclaim is none
+CREATE TEMP TABLE ms_before AS SELECT * FROM fencing_monitor.stats;
+SELECT fencing.election_campaign('ms_e', 'h1', 'v1', '10 min') AS e \gset
+SELECT fencing.election_proclaim('ms_e', :e, 'v2') AS proclaimed;
+SELECT fencing.lease_renew('ms_e', :e, '10 min') AS renewed;
+SELECT fencing.election_resign('ms_e', :e) AS resigned;
+SELECT s.acquires - b.acquires AS acquires, s.renewals - b.renewals AS renewals,
+	   s.releases - b.releases AS releases
+  FROM fencing_monitor.stats AS s, ms_before AS b;
 
 -- ---- refused writes count at once, although they roll back ----
 CREATE TABLE ms_rows (id int PRIMARY KEY, v text, fence bigint);
@@ -117,9 +127,12 @@ BEGIN;
 SET LOCAL fencing.token = :'old';
 UPDATE ms_jobs SET state = 'done' WHERE id = 1;
 ROLLBACK;
--- LF005: a token issued before the database's current band
+-- LF005: a token issued before the database's current band, and one
+-- above every token this database issued (another history's)
 SELECT fencing.advance_tokens();
 SELECT fencing.fence_advance(NULL, :new);
+SELECT fencing.next_token() + 1000000000 AS alien \gset
+SELECT fencing.fence_advance(NULL, :alien);
 \set VERBOSITY default
 SELECT * FROM pg_temp.counters();
 SELECT v, fence = :new AS fence_unchanged FROM ms_rows;
@@ -128,9 +141,10 @@ SELECT v, fence = :new AS fence_unchanged FROM ms_guarded;
 -- ---- waits: two that run out (specs/monitor_waits.spec: one that ends
 -- with the lease, and the wait event) ----
 SELECT fencing_monitor.stats_reset() IS NOT NULL AS reset;
-SELECT fencing.lease_acquire('ms_w', 'h1', '10 min') IS NOT NULL AS held;
+SELECT fencing.lease_acquire('ms_w', 'h1', '10 min') IS NOT NULL AS held,
+	   fencing.semaphore_acquire('ms_s', 'h1', 1, '10 min') IS NOT NULL AS held_slot;
 SELECT fencing.lease_acquire('ms_w', 'h2', '10 min', '20 ms') IS NULL AS timed_out;
-SELECT fencing.semaphore_acquire('ms_w', 'h2', 1, '10 min', '30 ms') IS NULL AS timed_out;
+SELECT fencing.semaphore_acquire('ms_s', 'h2', 1, '10 min', '30 ms') IS NULL AS timed_out;
 SELECT * FROM pg_temp.counters();
 -- each wait lasted at least its bound (20 and 30 ms)
 SELECT upper_ms, waits FROM fencing_monitor.wait_histogram
@@ -183,7 +197,7 @@ SELECT i.stats_reset IS NOT DISTINCT FROM r.stats_reset AS not_reset
   FROM fencing_monitor.stats_info AS i, ms_reset AS r;
 
 DROP TABLE ms_rows, ms_guarded, ms_jobs;
-SELECT fencing.lease_force_release(n) FROM unnest(ARRAY['ms_w', 'ms_w2', 'ms_c', 'ms_plain']) AS n;
+SELECT fencing.lease_force_release(n) FROM unnest(ARRAY['ms_w', 'ms_w2', 'ms_s', 'ms_c', 'ms_plain']) AS n;
 DELETE FROM fencing.leases WHERE name LIKE 'ms\_%';
 DROP ROLE regress_ms_monitor;
 REVOKE USAGE ON SCHEMA fencing FROM regress_ms_plain;

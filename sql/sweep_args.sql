@@ -18,11 +18,13 @@
 --       (LF001) counts itself in stale_write_count
 --   R3  a NULL argument is refused with 22004 (the application role may
 --       get 42501 first for an admin function), except the documented
---       one: "fence" (never written)
+--       ones: "fence" (never written), and election_observe's known
+--       leader (none)
 --   R4  whether a value of an argument is refused with 22004, 22023 or
 --       0A000 does not depend on the other arguments
 --   R5  the documented limits of arguments by name (README "Limits",
---       "Reference"): name and holder 1 to 256 bytes, TTL above 0 and at
+--       "Reference"): name, election, holder and candidate 1 to 256
+--       bytes, an election's value at most 8192 bytes, TTL above 0 and at
 --       most 1 day, wait 0 to 1 day, purge age not negative, slots 1 to
 --       1000, tokens above 0, arrays of group keepalive one-dimensional
 --       without NULL; a new function with such an argument is held to them
@@ -57,6 +59,7 @@ CREATE TEMP TABLE sw_base (argname text, typ regtype, variant int, expr text,
 INSERT INTO sw_base (argname, typ, variant, expr) VALUES
 	(NULL, 'text', 1, $$'sw_' || current_user || '_%F'$$),
 	('holder', 'text', 1, $$'sw_holder'$$),
+	('candidate', 'text', 1, $$'sw_holder'$$),
 	(NULL, 'bigint', 1, $$1$$),
 	(NULL, 'bigint', 2, $$coalesce((SELECT max(s.token) FROM fencing.lease_status AS s WHERE s.name = 'sw_' || current_user || '_%F'), 1)$$),
 	(NULL, 'integer', 1, $$2$$),
@@ -169,7 +172,7 @@ END $$;
 CREATE TEMP TABLE sw_expect (argname text, label text, want text,
 							 PRIMARY KEY (argname, label));
 INSERT INTO sw_expect
-SELECT a, l, w FROM (VALUES ('name'), ('holder')) AS n(a),
+SELECT a, l, w FROM (VALUES ('name'), ('holder'), ('election'), ('candidate')) AS n(a),
 	(VALUES ('NULL', '22004'), ('empty', '22023'), ('a x256', 'ok'),
 			('a x257', '22023'), ('é x128 (256 bytes)', 'ok'),
 			('é x129 (258 bytes)', '22023'), ('100000 chars', '22023')) AS v(l, w);
@@ -195,14 +198,18 @@ INSERT INTO sw_expect VALUES
 	('names', '10001 names', '22023'),
 	('tokens', 'NULL', '22004'), ('tokens', '2-D', '22023'), ('tokens', '{NULL}', '22004'),
 	('tokens', '{0}', '22023'), ('tokens', '{-1}', '22023'),
-	('tokens', '10001 tokens', '22023');
+	('tokens', '10001 tokens', '22023'),
+	('value', 'NULL', '22004'), ('value', 'empty', 'ok'),
+	('value', '100000 chars', '22023'),
+	('known_value', 'NULL', 'ok'), ('known_value', '100000 chars', '22023'),
+	('known_token', 'NULL', 'ok');
 -- R3's documented exceptions
 CREATE TEMP TABLE sw_nullable (argname text PRIMARY KEY);
-INSERT INTO sw_nullable VALUES ('fence');
+INSERT INTO sw_nullable VALUES ('fence'), ('known_token'), ('known_value');
 -- R6: the functions that issue tokens
 CREATE TEMP TABLE sw_issuers (fn text PRIMARY KEY);
 INSERT INTO sw_issuers VALUES ('next_token'), ('lease_acquire'),
-	('semaphore_acquire'), ('advance_tokens');
+	('semaphore_acquire'), ('election_campaign'), ('advance_tokens');
 
 -- the functions, and every combination of baselines of their arguments
 CREATE TEMP TABLE sw_fn AS
@@ -258,13 +265,22 @@ BEGIN
 	-- advance_tokens goes last: a floor near 2^63 uses up the token space
 	FOR f IN SELECT * FROM pg_temp.sw_fn ORDER BY name = 'advance_tokens', name COLLATE "C" LOOP
 		FOREACH who IN ARRAY ARRAY['regress_sweep_app', 'super'] LOOP
-			-- a live lease (or semaphore slot) of the function's own name, so
-			-- that its token is current
+			-- a live lease (or leadership) of the function's own name, so
+			-- that its token is current; an election's value is none of the
+			-- values swept, so that an observer that knows the leader does
+			-- not wait.  lease_watch's lease has expired, so that a watch of
+			-- its token does not wait either.  semaphore_acquire sweeps a
+			-- free name: a held one keeps its number of slots (LF021), and
+			-- every count swept must be judged on its own.
 			IF who <> 'super' THEN
 				EXECUTE format('SET ROLE %I', who);
 			END IF;
 			IF f.name LIKE 'semaphore%' THEN
-				PERFORM fencing.semaphore_acquire('sw_' || current_user || '_' || f.name, 'sw_holder', 2, '1 day');
+				NULL;
+			ELSIF f.name LIKE 'election%' THEN
+				PERFORM fencing.election_campaign('sw_' || current_user || '_' || f.name, 'sw_holder', 'sw_value', '1 day');
+			ELSIF f.name = 'lease_watch' THEN
+				PERFORM fencing.lease_acquire('sw_' || current_user || '_' || f.name, 'sw_holder', '1 microsecond');
 			ELSE
 				PERFORM fencing.lease_acquire('sw_' || current_user || '_' || f.name, 'sw_holder', '1 day');
 			END IF;

@@ -6,14 +6,16 @@
  * Waiters of a lease queue for it in the lock manager (see "the queue of
  * waiters" below); the head of the queue, and only it, waits for the
  * lease itself: it takes a share lock on an advisory lock tag derived from
- * the lease name and sleeps on its latch.  Share locks
- * never conflict with each other and nobody asks for a stronger one, so
- * waiters never block anyone; the lock manager only serves as a registry
- * of who waits for what.  When a transaction that released a lease
- * commits, it asks the lock manager which backends hold that tag
- * (GetLockConflicts, which never waits) and sets their latches.  No
- * shared_preload_libraries, no polling: an idle waiter sleeps until it is
- * woken or until the lease's expiry, whichever comes first.
+ * the lease name and sleeps on its latch.  Observers of an election and
+ * watchers of a token (the holder-side layer) register on the same tag.
+ * Share locks never conflict with each other and nobody asks for a
+ * stronger one, so waiters never block anyone; the lock manager only
+ * serves as a registry of who waits for what.  When a transaction that
+ * released a lease (or took one over, or changed an election) commits, it
+ * asks the lock manager which backends hold that tag (GetLockConflicts,
+ * which never waits) and sets their latches.  No shared_preload_libraries,
+ * no polling: an idle waiter sleeps until it is woken or until the lease's
+ * expiry, whichever comes first.
  *
  *-------------------------------------------------------------------------
  */
@@ -51,12 +53,14 @@
 
 /*
  * Advisory locks use 1 and 2 in field 4; 0x4645 ("FE": a lease's wake-up
- * registry), 0x4646 ("FF": its queue of waiters) and 0x4647 ("FG": a
- * holder's acquire of a semaphore) are ours alone.
+ * registry), 0x4646 ("FF": its queue of waiters), 0x4647 ("FG": a
+ * holder's acquire of a semaphore) and 0x4648 ("FH": creating a name's rows
+ * or changing its kind) are ours alone.
  */
 #define FENCING_LOCKTAG_FIELD4	0x4645
 #define FENCING_QUEUE_LOCKTAG_FIELD4	0x4646
 #define FENCING_HOLDER_LOCKTAG_FIELD4	0x4647
+#define FENCING_NAME_LOCKTAG_FIELD4	0x4648
 
 /* tags of leases released in the current transaction, to wake at commit */
 static List *wake_at_commit = NIL;
@@ -642,6 +646,55 @@ fencing_holder_lock(const char *name, int len, const char *holder, int hlen,
 	if (LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL)
 		return true;
 	return deadline > fencing_monotonic_usecs() && lock_within(&tag, deadline);
+}
+
+/* ---- defining a name ---- */
+
+/*
+ * Creating a row of a name, and changing the kind or slot count of its
+ * rows, look at all of the name's rows (committed or not) and then write:
+ * this lock, held for that look and write only, makes the two one step
+ * among those who define the name (lease_row.c, fencing_define_lease_name).
+ * Acquires of existing rows of the right kind never take it.  Its tag is
+ * keyed as the others are, so that no role can make another name's
+ * definitions wait on its own.
+ */
+static void
+name_locktag(LOCKTAG *tag, const char *name, int len)
+{
+	uint64		h = tag_hash(name, len, InvalidOid, NULL, 0);
+
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
+						 FENCING_NAME_LOCKTAG_FIELD4);
+}
+
+/*
+ * Take the name lock, waiting until the deadline as an acquire waits for a
+ * row lock (one that has passed: not at all); false if not granted.  Like
+ * the queue lock it belongs to the current transaction's resource owner,
+ * so that fencing_name_unlock finds it however it was granted.
+ */
+bool
+fencing_name_lock(const char *name, int len, int64 deadline)
+{
+	LOCKTAG		tag;
+
+	name_locktag(&tag, name, len);
+	if (queue_lock(&tag, true, true))
+		return true;
+	if (deadline != FENCING_DEADLINE_NONE &&
+		deadline <= fencing_monotonic_usecs())
+		return false;
+	return lock_within(&tag, deadline);
+}
+
+void
+fencing_name_unlock(const char *name, int len)
+{
+	LOCKTAG		tag;
+
+	name_locktag(&tag, name, len);
+	(void) queue_lock(&tag, false, false);
 }
 
 /* ---- waking ---- */

@@ -7,7 +7,7 @@
  *
  * Like core's headers this does not include postgres.h: every .c file
  * includes postgres.h first.  The layers have one header each and point
- * one way: token.h <- lease.h <- resource.h.
+ * one way: token.h <- lease.h <- resource.h, and lease.h <- holder.h.
  *
  *-------------------------------------------------------------------------
  */
@@ -48,6 +48,7 @@
 #define ERRCODE_FENCING_STAMP_CHANGED		MAKE_SQLSTATE('L','F','0','1','2')
 /* lease layer */
 #define ERRCODE_FENCING_LEASES_UNSUPPORTED	MAKE_SQLSTATE('L','F','0','2','0')
+#define ERRCODE_FENCING_KIND_MISMATCH		MAKE_SQLSTATE('L','F','0','2','1')
 
 /* documented limit on lease names and holders */
 #define FENCING_MAX_NAME_BYTES	256

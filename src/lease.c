@@ -114,26 +114,122 @@ run_as_holder(LeaseStatement stmt, LeaseRequest *req, LeaseResult *result)
 
 /* ---- acquiring ---- */
 
+/* Has the acquire's deadline for waits on other transactions passed? */
+static bool
+lock_deadline_passed(const LeaseRequest *req)
+{
+	return req->lock_deadline != FENCING_DEADLINE_NONE &&
+		req->lock_deadline <= fencing_monotonic_usecs();
+}
+
+/*
+ * The name's rows are of another kind or slot count than the request's:
+ * make them the request's, which is refused (LF021) while one of them is
+ * held (lease_row.c).  "again" says the attempt already did so and still
+ * found another kind: under REPEATABLE READ and SERIALIZABLE that is the
+ * transaction's snapshot, which cannot see the change.  The name lock is
+ * waited for until the acquire's deadline, as a row lock is: false (and
+ * res->locked) if it was not granted by then.
+ */
+static bool
+define_name(LeaseRequest *req, LeaseResult *res, bool again)
+{
+	const char *nm = VARDATA_ANY(req->name);
+	int			len = VARSIZE_ANY_EXHDR(req->name);
+
+	if (again && IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to concurrent update of lease \"%s\"",
+						text_to_cstring(req->name)),
+				 errhint("The transaction might succeed if retried.")));
+	if (!fencing_name_lock(nm, len, req->lock_deadline))
+	{
+		res->locked = true;
+		return false;
+	}
+	(void) fencing_define_lease_name(req);
+	fencing_name_unlock(nm, len);
+	return true;
+}
+
+/*
+ * Create the row of the request's slot, of the request's kind, under the
+ * name lock and after making the name's other rows that kind (LF021 if one
+ * of another kind is held).  False when the row exists.  When another
+ * transaction is inserting it, wait for that one to end outside the name
+ * lock, as the insert's ON CONFLICT would have, and look again.  Both
+ * waits, for the name lock and for the inserter, end at the acquire's
+ * deadline (a try-once waits for neither): false and res->locked then.
+ */
+static bool
+create_row(LeaseRequest *req, LeaseResult *res)
+{
+	const char *nm = VARDATA_ANY(req->name);
+	int			len = VARSIZE_ANY_EXHDR(req->name);
+
+	for (;;)
+	{
+		TransactionId inserting;
+		bool		created;
+
+		if (!fencing_name_lock(nm, len, req->lock_deadline))
+		{
+			res->locked = true;
+			return false;
+		}
+		inserting = fencing_define_lease_name(req);
+		if (!TransactionIdIsValid(inserting))
+		{
+			created = fencing_run_lease_statement(LEASE_CREATE, req, res) == 1;
+			fencing_name_unlock(nm, len);
+			return created;
+		}
+		fencing_name_unlock(nm, len);
+		if (lock_deadline_passed(req) ||
+			!fencing_wait_for_xact(inserting, req->lock_deadline))
+		{
+			res->locked = true;
+			return false;
+		}
+	}
+}
+
 /*
  * One attempt at a lease: take a free, expired or own row, else create
- * it.  A concurrent creator makes the insert do nothing: look once more,
+ * it.  A concurrent creator makes the creation do nothing: look once more,
  * since that creator may be the same holder in another session.  A row
- * seen and held by another needs neither.
+ * seen and held by another needs neither; a row of another kind is made
+ * ours if it is free, and refused if not.
  */
 static bool
 try_acquire_lease(LeaseRequest *req, LeaseResult *res)
 {
 	req->slot = 0;
-	if (fencing_run_lease_statement(LEASE_TAKE, req, res) == 0)
+	/* a few rounds: only kinds that keep changing under us need more */
+	for (int round = 0; round < 4; round++)
 	{
-		/* seen and held by another, or locked: no use creating it */
-		if (res->row_seen || res->locked)
+		if (fencing_run_lease_statement(LEASE_TAKE, req, res) == 1)
+			return true;
+		/* locked past the deadline: no use creating it */
+		if (res->locked)
 			return false;
-		if (fencing_run_lease_statement(LEASE_CREATE, req, res) == 0 &&
-			fencing_run_lease_statement(LEASE_TAKE, req, res) == 0)
+		if (!res->row_seen)
+		{
+			if (create_row(req, res))
+				return true;
+			if (res->locked)
+				return false;
+			if (fencing_run_lease_statement(LEASE_TAKE, req, res) == 1)
+				return true;
+		}
+		/* seen and held by another, or locked */
+		if (!res->row_seen || !res->mismatch || res->locked)
+			return false;
+		if (!define_name(req, res, round > 0))
 			return false;
 	}
-	return true;
+	return false;
 }
 
 /*
@@ -160,8 +256,10 @@ take_slot(LeaseRequest *req, const LeaseSurvey *survey, LeaseResult *res)
 		req->slot = exists ? survey->takeable[i] :
 			survey->missing[i - survey->ntakeable];
 		req->lock_deadline = i < n - 1 ? FENCING_DEADLINE_NOW : deadline;
-		taken = fencing_run_lease_statement(exists ? LEASE_TAKE : LEASE_CREATE,
-											req, res) == 1;
+		if (exists)
+			taken = fencing_run_lease_statement(LEASE_TAKE, req, res) == 1;
+		else
+			taken = create_row(req, res);
 	}
 	req->lock_deadline = deadline;
 	return taken;
@@ -179,6 +277,8 @@ static bool
 try_acquire_slot(LeaseRequest *req, int32 slots, LeaseResult *res,
 				 TimestampTz *chance, TransactionId *prepared)
 {
+	bool		defined = false;
+
 	/* lost every round: try again at once */
 	*chance = 0;
 	*prepared = InvalidTransactionId;
@@ -188,6 +288,14 @@ try_acquire_slot(LeaseRequest *req, int32 slots, LeaseResult *res,
 		bool		taken;
 
 		fencing_survey_lease_slots(req, slots, &survey);
+		if (survey.mismatch)
+		{
+			/* rows of another kind or slot count: ours if all free */
+			if (!define_name(req, res, defined))
+				return false;
+			defined = true;
+			continue;
+		}
 		if (survey.own_slot >= 0)
 		{
 			req->slot = survey.own_slot;
@@ -261,11 +369,18 @@ take_own(LeaseRequest *req, int32 slots, LeaseResult *res)
 	else
 	{
 		fencing_survey_lease_slots(req, slots, &survey);
+		/* held as another kind or slot count: refused, not queued */
+		if (survey.mismatch)
+			(void) define_name(req, res, false);
 		if (survey.own_slot < 0)
 			return false;
 		req->slot = survey.own_slot;
 	}
-	return fencing_run_lease_statement(LEASE_TAKE_OWN, req, res) == 1;
+	if (fencing_run_lease_statement(LEASE_TAKE_OWN, req, res) == 1)
+		return true;
+	if (res->row_seen && res->mismatch)
+		(void) define_name(req, res, false);
+	return false;
 }
 
 /*
@@ -424,6 +539,15 @@ acquire(LeaseRequest *req, int32 slots, int64 wait_usecs)
 		return 0;
 
 	fencing_stats_acquired(res.takeover, res.lapsed);
+
+	/*
+	 * Wake at commit who watches the token this one replaced, and an
+	 * election's observers; a lease taken after a release wakes nobody
+	 * (the release did), so the lease cycle pays nothing for watchers.
+	 */
+	if (res.replaced || req->kind == LEASE_KIND_ELECTION)
+		fencing_wake_waiters_at_commit(VARDATA_ANY(req->name),
+									   VARSIZE_ANY_EXHDR(req->name));
 	fencing_notify(res.takeover ? "takeover" : "acquire",
 				   VARDATA_ANY(req->name), VARSIZE_ANY_EXHDR(req->name),
 				   res.token, text_to_cstring(req->holder));
@@ -464,6 +588,8 @@ fencing_lease_acquire(PG_FUNCTION_ARGS)
 	req.name = fencing_name_arg(fcinfo, 0, "lease name");
 	req.holder = fencing_name_arg(fcinfo, 1, "lease holder");
 	req.role = GetUserId();
+	req.kind = LEASE_KIND_LEASE;
+	req.slots = 1;
 	wait_usecs = acquire_times_arg(fcinfo, 2, &req);
 	PreventCommandIfReadOnly("fencing.lease_acquire()");
 
@@ -496,6 +622,8 @@ fencing_semaphore_acquire(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("number of slots must be between 1 and %d", SEMAPHORE_MAX_SLOTS),
 				 errdetail("It is %d.", slots)));
+	req.kind = LEASE_KIND_SEMAPHORE;
+	req.slots = slots;
 	wait_usecs = acquire_times_arg(fcinfo, 3, &req);
 	PreventCommandIfReadOnly("fencing.semaphore_acquire()");
 
@@ -800,4 +928,28 @@ fencing_lease_check(PG_FUNCTION_ARGS)
 	/* the lease is current here, but what it fenced may be lost */
 	fencing_check_token_band(req.token);
 	PG_RETURN_BOOL(true);
+}
+
+/* ---- for the holder-side layer (election.c, watch.c) ---- */
+
+int64
+fencing_acquire_times_arg(FunctionCallInfo fcinfo, int ttl_argno,
+						  LeaseRequest *req)
+{
+	return acquire_times_arg(fcinfo, ttl_argno, req);
+}
+
+/* An acquire of a lease or an election (slot 0), once arguments are checked. */
+int64
+fencing_acquire(LeaseRequest *req, int64 wait_usecs)
+{
+	Assert(req->kind != LEASE_KIND_SEMAPHORE);
+	return acquire(req, LEASE_ONLY, wait_usecs);
+}
+
+uint64
+fencing_run_as_holder(LeaseStatement stmt, LeaseRequest *req,
+					  LeaseResult *result)
+{
+	return run_as_holder(stmt, req, result);
 }

@@ -13,6 +13,19 @@
 
 #include "datatype/timestamp.h"
 
+/*
+ * What a name is, stored in each of its rows (column "kind"): a name has
+ * one kind and one number of slots while any of its slots is held.
+ */
+#define LEASE_KIND_LEASE		'l'
+#define LEASE_KIND_SEMAPHORE	's'
+#define LEASE_KIND_ELECTION		'e'
+
+/* how a token's tenure ended (columns end_reason and prev_end) */
+#define LEASE_END_RELEASED		'r'
+#define LEASE_END_FORCE_RELEASED	'f'
+#define LEASE_END_TAKEN_OVER	't'
+
 /* lease_store.c and lease_row.c: the statements on fencing.leases */
 typedef enum LeaseStatement
 {
@@ -26,6 +39,7 @@ typedef enum LeaseStatement
 	LEASE_HOLDER_ROLE,
 	LEASE_TAKEABLE,
 	LEASE_FORCE_RELEASE,
+	LEASE_PROCLAIM,
 	LEASE_PURGE,
 	NUM_LEASE_STATEMENTS
 } LeaseStatement;
@@ -40,8 +54,13 @@ typedef struct LeaseRequest
 	int32		slot;			/* TAKE, TAKE_OWN, CREATE, AVAILABLE_AT,
 								 * TAKEABLE: 0 for a lease, or a semaphore's */
 	text	   *holder;			/* TAKE, TAKE_OWN, CREATE, TAKEABLE */
+	char		kind;			/* TAKE, TAKE_OWN, CREATE, TAKEABLE: */
+	int32		slots;			/* what the acquire takes the name as */
 	Oid			role;			/* the holder's role */
-	int64		token;			/* RENEW, RELEASE, CHECK, HOLDER_ROLE */
+	int64		token;			/* RENEW, RELEASE, CHECK, HOLDER_ROLE,
+								 * PROCLAIM */
+	text	   *value;			/* an election's: TAKE, TAKE_OWN, CREATE,
+								 * PROCLAIM (NULL for other kinds) */
 	Datum		ttl;			/* interval: TAKE, TAKE_OWN, CREATE, RENEW */
 	Datum		lock_delay;		/* interval: TAKE, TAKE_OWN, CREATE */
 	TimestampTz cutoff;			/* PURGE */
@@ -60,14 +79,40 @@ typedef struct LeaseResult
 	bool		available_now;	/* AVAILABLE_AT: free now */
 	TimestampTz available_at;	/* AVAILABLE_AT: else from then on */
 	bool		row_seen;		/* saw the row, which did not qualify */
+	bool		mismatch;		/* TAKE, TAKE_OWN, with row_seen: the row is
+								 * of another kind or slot count */
 	bool		locked;			/* another transaction had the row locked
 								 * past lock_deadline */
 	bool		shortened;		/* RENEW: the lease now expires sooner */
 	bool		lapsed;			/* TAKE, TAKE_OWN: the term taken over had
 								 * expired, not been released */
+	bool		replaced;		/* TAKE, TAKE_OWN: the previous token was
+								 * not released (its holder may watch it) */
 	TransactionId prepared_xid; /* AVAILABLE_AT: a prepared transaction
 								 * changed the row, not yet committed */
 } LeaseResult;
+
+/*
+ * One lease row as read, without a lock, by the holder-side calls
+ * (election_leader, election_observe, lease_watch): fencing_read_lease_row.
+ */
+typedef struct LeaseRowState
+{
+	bool		found;
+	TimestampTz now;			/* the clock reading it was judged by */
+	char		kind;
+	int32		slot;
+	char	   *holder;
+	int64		token;
+	char	   *value;			/* NULL if none */
+	TimestampTz acquired_at;
+	TimestampTz expires_at;
+	bool		released;
+	bool		live;			/* not released and not expired */
+	char		end_reason;		/* when released: LEASE_END_*, else 0 */
+	int64		prev_token;		/* 0 if none */
+	char		prev_end;		/* LEASE_END_*, 0 if none */
+} LeaseRowState;
 
 /*
  * What one look at a semaphore's rows found (lease_row.c): the slot to try
@@ -86,6 +131,7 @@ typedef struct LeaseSurvey
 	TimestampTz free_at;		/* else: the earliest a slot comes free */
 	TransactionId prepared_xid; /* else: a prepared transaction changed a
 								 * slot's row, not yet committed */
+	bool		mismatch;		/* a row is of another kind or slot count */
 } LeaseSurvey;
 
 /* lease_store.c: runs any statement, the SQL ones itself */
@@ -104,9 +150,20 @@ extern void fencing_check_lease_snapshot(LeaseStatement probe,
 extern void fencing_survey_lease_slots(const LeaseRequest *req, int32 slots,
 									   LeaseSurvey *survey);
 extern bool fencing_lease_row_busy(const LeaseRequest *req);
+extern TransactionId fencing_lease_row_prepared(text *name, int32 slot);
+extern TransactionId fencing_define_lease_name(const LeaseRequest *req);
+extern void fencing_refuse_held_kind(const LeaseRequest *req);
+extern bool fencing_read_lease_row(text *name, int32 slot, int64 token,
+								   bool latest, TimestampTz now,
+								   LeaseRowState *state);
 
 /* lease.c */
 extern void fencing_lease_init(void);
+extern int64 fencing_acquire_times_arg(FunctionCallInfo fcinfo, int ttl_argno,
+									   LeaseRequest *req);
+extern int64 fencing_acquire(LeaseRequest *req, int64 wait_usecs);
+extern uint64 fencing_run_as_holder(LeaseStatement stmt, LeaseRequest *req,
+									LeaseResult *result);
 extern void fencing_lease_freed(text *name, int64 token, const char *event,
 								const char *holder);
 
@@ -140,6 +197,8 @@ extern bool fencing_queue_enter(const char *name, int len, int64 deadline);
 extern void fencing_queue_leave(const char *name, int len);
 extern bool fencing_holder_lock(const char *name, int len, const char *holder,
 								int hlen, Oid role, int64 deadline);
+extern bool fencing_name_lock(const char *name, int len, int64 deadline);
+extern void fencing_name_unlock(const char *name, int len);
 extern void fencing_wake_waiters_at_commit(const char *name, int len);
 extern void fencing_notify(const char *event, const char *name, int len,
 						   int64 token, const char *holder);

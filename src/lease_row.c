@@ -66,6 +66,8 @@ typedef enum LeaseColumn
 {
 	COL_NAME,
 	COL_SLOT,
+	COL_KIND,
+	COL_SLOTS,
 	COL_HOLDER,
 	COL_HOLDER_ROLE,
 	COL_TOKEN,
@@ -74,6 +76,10 @@ typedef enum LeaseColumn
 	COL_RELEASED_AT,
 	COL_LOCK_DELAY,
 	COL_TAKEOVER,
+	COL_VALUE,
+	COL_END_REASON,
+	COL_PREV_TOKEN,
+	COL_PREV_END,
 	COL_HOLDER_CHANGES,
 	COL_ACQUIRES,
 	COL_RENEWALS,
@@ -89,6 +95,8 @@ static const struct
 }			lease_columns[NUM_LEASE_COLUMNS] = {
 	[COL_NAME] = {"name", TEXTOID},
 	[COL_SLOT] = {"slot", INT4OID},
+	[COL_KIND] = {"kind", CHAROID},
+	[COL_SLOTS] = {"slots", INT4OID},
 	[COL_HOLDER] = {"holder", TEXTOID},
 	[COL_HOLDER_ROLE] = {"holder_role", REGROLEOID},
 	[COL_TOKEN] = {"token", INT8OID},
@@ -97,6 +105,10 @@ static const struct
 	[COL_RELEASED_AT] = {"released_at", TIMESTAMPTZOID},
 	[COL_LOCK_DELAY] = {"lock_delay", INTERVALOID},
 	[COL_TAKEOVER] = {"takeover", BOOLOID},
+	[COL_VALUE] = {"value", TEXTOID},
+	[COL_END_REASON] = {"end_reason", CHAROID},
+	[COL_PREV_TOKEN] = {"prev_token", INT8OID},
+	[COL_PREV_END] = {"prev_end", CHAROID},
 	[COL_HOLDER_CHANGES] = {"holder_changes", INT8OID},
 	[COL_ACQUIRES] = {"acquires", INT8OID},
 	[COL_RENEWALS] = {"renewals", INT8OID},
@@ -310,7 +322,8 @@ static bool
 finds_by_token(LeaseStatement stmt)
 {
 	return stmt == LEASE_RENEW || stmt == LEASE_RELEASE ||
-		stmt == LEASE_CHECK || stmt == LEASE_HOLDER_ROLE;
+		stmt == LEASE_CHECK || stmt == LEASE_HOLDER_ROLE ||
+		stmt == LEASE_PROCLAIM;
 }
 
 /*
@@ -391,6 +404,14 @@ live(TupleTableSlot *row, TimestampTz now)
 		DatumGetTimestampTz(COL(row, COL_EXPIRES_AT)) > now;
 }
 
+/* Of the kind and slot count the acquire takes the name as. */
+static bool
+same_kind(TupleTableSlot *row, const LeaseRequest *req)
+{
+	return DatumGetChar(COL(row, COL_KIND)) == req->kind &&
+		DatumGetInt32(COL(row, COL_SLOTS)) == req->slots;
+}
+
 static bool
 current_token(TupleTableSlot *row, const LeaseRequest *req)
 {
@@ -407,11 +428,13 @@ qualifies(LeaseStatement stmt, TupleTableSlot *row, const LeaseRequest *req,
 		case LEASE_TAKE:
 		case LEASE_TAKEABLE:
 			/* released, free after expiry and lock delay, or our own */
-			return !COL_ISNULL(row, COL_RELEASED_AT) ||
-				free_at(row) <= now || same_holder(row, req);
+			return same_kind(row, req) &&
+				(!COL_ISNULL(row, COL_RELEASED_AT) ||
+				 free_at(row) <= now || same_holder(row, req));
 		case LEASE_TAKE_OWN:
 			/* not released and our own: others' queue does not stop us */
-			return COL_ISNULL(row, COL_RELEASED_AT) && same_holder(row, req);
+			return same_kind(row, req) &&
+				COL_ISNULL(row, COL_RELEASED_AT) && same_holder(row, req);
 		case LEASE_RENEW:
 		case LEASE_RELEASE:
 		case LEASE_CHECK:
@@ -420,6 +443,11 @@ qualifies(LeaseStatement stmt, TupleTableSlot *row, const LeaseRequest *req,
 				live(row, now);
 		case LEASE_HOLDER_ROLE:
 			return current_token(row, req) && live(row, now);
+		case LEASE_PROCLAIM:
+			return current_token(row, req) &&
+				DatumGetObjectId(COL(row, COL_HOLDER_ROLE)) == req->role &&
+				live(row, now) &&
+				DatumGetChar(COL(row, COL_KIND)) == LEASE_KIND_ELECTION;
 		case LEASE_FORCE_RELEASE:
 			/* a live lease, or an expired one's pending lock delay */
 			return COL_ISNULL(row, COL_RELEASED_AT) && free_at(row) > now;
@@ -435,7 +463,8 @@ static bool
 writes_row(LeaseStatement stmt)
 {
 	return stmt == LEASE_TAKE || stmt == LEASE_TAKE_OWN || stmt == LEASE_RENEW ||
-		stmt == LEASE_RELEASE || stmt == LEASE_FORCE_RELEASE;
+		stmt == LEASE_RELEASE || stmt == LEASE_FORCE_RELEASE ||
+		stmt == LEASE_PROCLAIM;
 }
 
 /* ---- writing the row ---- */
@@ -493,7 +522,22 @@ change_row(LeaseStatement stmt, TupleTableSlot *old, const LeaseRequest *req,
 		case LEASE_TAKE_OWN:
 			{
 				bool		own = same_holder(old, req);
-				bool		takeover = COL_ISNULL(old, COL_RELEASED_AT) && !own;
+				bool		released = !COL_ISNULL(old, COL_RELEASED_AT);
+				bool		takeover = !released && !own;
+				char		prev_end = LEASE_END_TAKEN_OVER;
+
+				/* how the token we replace ended, for lease_watch */
+				if (released && !COL_ISNULL(old, COL_END_REASON))
+					prev_end = DatumGetChar(COL(old, COL_END_REASON));
+				else if (released)
+					prev_end = LEASE_END_RELEASED;
+				set_col(ch, COL_PREV_TOKEN, COL(old, COL_TOKEN), false);
+				set_col(ch, COL_PREV_END, CharGetDatum(prev_end), false);
+				if (!COL_ISNULL(old, COL_END_REASON))
+					set_col(ch, COL_END_REASON, (Datum) 0, true);
+				if (req->value != NULL || !COL_ISNULL(old, COL_VALUE))
+					set_col(ch, COL_VALUE, PointerGetDatum(req->value),
+							req->value == NULL);
 
 				set_col(ch, COL_HOLDER, PointerGetDatum(req->holder), false);
 				set_col(ch, COL_HOLDER_ROLE, ObjectIdGetDatum(req->role), false);
@@ -518,7 +562,13 @@ change_row(LeaseStatement stmt, TupleTableSlot *old, const LeaseRequest *req,
 		case LEASE_RELEASE:
 		case LEASE_FORCE_RELEASE:
 			set_col(ch, COL_RELEASED_AT, TimestampTzGetDatum(now), false);
+			set_col(ch, COL_END_REASON,
+					CharGetDatum(stmt == LEASE_RELEASE ? LEASE_END_RELEASED :
+								 LEASE_END_FORCE_RELEASED), false);
 			add_to_counter(ch, old, COL_RELEASES, 1);
+			break;
+		case LEASE_PROCLAIM:
+			set_col(ch, COL_VALUE, PointerGetDatum(req->value), false);
 			break;
 		default:
 			elog(ERROR, "lease statement %d does not write", (int) stmt);
@@ -612,6 +662,19 @@ update_row(Relation rel, Snapshot snapshot, TupleTableSlot *old,
 
 /* ---- statements ---- */
 
+/* The row was there but did not qualify: is it of another kind? */
+static void
+saw_row(LeaseStatement stmt, TupleTableSlot *row, const LeaseRequest *req,
+		LeaseResult *result)
+{
+	if (result == NULL)
+		return;
+	slot_getallattrs(row);
+	result->row_seen = true;
+	result->mismatch = (stmt == LEASE_TAKE || stmt == LEASE_TAKE_OWN) &&
+		!same_kind(row, req);
+}
+
 static void
 store_result(LeaseStatement stmt, TupleTableSlot *row, LeaseResult *result)
 {
@@ -625,6 +688,8 @@ store_result(LeaseStatement stmt, TupleTableSlot *row, LeaseResult *result)
 			slot_getallattrs(row);
 			result->token = DatumGetInt64(COL(row, COL_TOKEN));
 			result->takeover = DatumGetBool(COL(row, COL_TAKEOVER));
+			result->replaced = !COL_ISNULL(row, COL_PREV_END) &&
+				DatumGetChar(COL(row, COL_PREV_END)) == LEASE_END_TAKEN_OVER;
 			break;
 		case LEASE_FORCE_RELEASE:
 			result->token = DatumGetInt64(COL(row, COL_TOKEN));
@@ -792,8 +857,8 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 
 	if (result != NULL)
 	{
-		result->row_seen = result->locked = result->shortened =
-			result->lapsed = false;
+		result->row_seen = result->mismatch = result->locked =
+			result->shortened = result->lapsed = result->replaced = false;
 		result->prepared_xid = InvalidTransactionId;
 	}
 	fencing_become_owner(&scope);
@@ -826,8 +891,7 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 		}
 		else if (!qualifies(stmt, old, req, now))
 		{
-			if (result != NULL)
-				result->row_seen = true;
+			saw_row(stmt, old, req, result);
 		}
 		else if (!writes && stmt != LEASE_CHECK)
 		{
@@ -869,8 +933,8 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 						 */
 						if (stmt == LEASE_FORCE_RELEASE)
 							again = true;
-						else if (result != NULL)
-							result->row_seen = true;
+						else
+							saw_row(stmt, old, req, result);
 					}
 					else if (!writes)
 						processed = 1;
@@ -935,6 +999,302 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 	return processed;
 }
 
+/* ---- the kind of a name ---- */
+
+/* "a lease", "a semaphore of 3 slots": what a name is, for messages */
+static char *
+describe_kind(char kind, int32 slots)
+{
+	switch (kind)
+	{
+		case LEASE_KIND_LEASE:
+			return pstrdup("a lease");
+		case LEASE_KIND_SEMAPHORE:
+			return psprintf(slots == 1 ? "a semaphore of %d slot" :
+							"a semaphore of %d slots", slots);
+		case LEASE_KIND_ELECTION:
+			return pstrdup("an election");
+		default:
+			return psprintf("a name of unknown kind \"%c\"", kind);
+	}
+}
+
+/*
+ * Refuse a request for a name that is something else: held (or in its
+ * lock delay) as another kind or slot count, or being written or locked
+ * right now by another transaction ("busy").
+ */
+static void
+refuse_kind(const LeaseRequest *req, char kind, int32 slots, bool busy)
+{
+	char	   *name = text_to_cstring(req->name);
+
+	if (busy)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_KIND_MISMATCH),
+				 errmsg("lease name \"%s\" is being acquired as %s",
+						name, describe_kind(kind, slots)),
+				 errdetail("This call asks for %s; another transaction is acquiring or changing the name right now.",
+						   describe_kind(req->kind, req->slots)),
+				 errhint("Try again, or use another name.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_KIND_MISMATCH),
+			 errmsg("lease name \"%s\" is in use as %s",
+					name, describe_kind(kind, slots)),
+			 errdetail("This call asks for %s. A name keeps its kind and number of slots while any of its slots is held or in its lock delay.",
+					   describe_kind(req->kind, req->slots)),
+			 errhint("Acquire \"%s\" as %s, or use another name.",
+					 name, describe_kind(kind, slots))));
+}
+
+/* Released, or expired past its lock delay: nobody holds it. */
+static bool
+free_now(TupleTableSlot *row, TimestampTz now)
+{
+	return !COL_ISNULL(row, COL_RELEASED_AT) || free_at(row) <= now;
+}
+
+/*
+ * Make every row of the request's name of the kind and slot count the
+ * request takes it as, before an acquire creates a row of the name, and
+ * when it found a row of another kind.  The caller holds the name lock
+ * (fencing_name_lock), so no other call of this runs for the name, and
+ * rows of a name are created only under it; an acquire of an existing row
+ * takes no name lock, but judges the row's kind and locks the row.
+ *
+ * Every row of the name is looked at as a dirty snapshot sees it, that is
+ * with what other transactions are writing right now.  A row of another
+ * kind refuses the request (LF021) when it is held or in its lock delay,
+ * or when another transaction is writing or locking it.  Otherwise every
+ * such row is free: each is locked, without waiting, and rewritten.  A
+ * concurrent acquire of one of them either locked it first (then we
+ * refuse) or waits for our lock and judges the rewritten row.  So the rows
+ * of a name never have two kinds once committed, and no held slot
+ * coexists with a row of another kind.
+ *
+ * Returns the transaction that is inserting the request's slot right now,
+ * if another one is, for the caller to wait for; else InvalidTransactionId.
+ */
+TransactionId
+fencing_define_lease_name(const LeaseRequest *req)
+{
+	FencingOwnerScope scope;
+	Relation	rel;
+	Relation	key;
+	TupleTableSlot *row;
+	SnapshotData dirty;
+	Snapshot	snapshot;
+	IndexScanDesc scan;
+	TimestampTz now;
+	List	   *rewrite = NIL;
+	char		other_kind = 0;
+	int32		other_slots = 0;
+	TransactionId inserting = InvalidTransactionId;
+	ListCell   *lc;
+
+	fencing_become_owner(&scope);
+	rel = open_leases(RowExclusiveLock);
+	refuse_unsupported(rel, true);
+	key = index_open(layout.key_oid, RowExclusiveLock);
+	row = table_slot_create(rel, NULL);
+
+	CommandCounterIncrement();
+	InitDirtySnapshot(dirty);
+	now = GetCurrentTimestamp();
+	scan = begin_name_scan(rel, key, &dirty, req->name, -1);
+	while (index_getnext_slot(scan, ForwardScanDirection, row))
+	{
+		bool		busy = TransactionIdIsValid(dirty.xmin) ||
+			TransactionIdIsValid(dirty.xmax);
+
+		slot_getallattrs(row);
+		if (same_kind(row, req))
+		{
+			if (TransactionIdIsValid(dirty.xmin) &&
+				DatumGetInt32(COL(row, COL_SLOT)) == req->slot)
+				inserting = dirty.xmin;
+			continue;
+		}
+		other_kind = DatumGetChar(COL(row, COL_KIND));
+		other_slots = DatumGetInt32(COL(row, COL_SLOTS));
+		if (busy || !free_now(row, now))
+			refuse_kind(req, other_kind, other_slots, busy);
+		/* a snapshot that cannot see the row cannot judge it */
+		if (IsolationUsesXactSnapshot() &&
+			!table_tuple_satisfies_snapshot(rel, row, GetTransactionSnapshot()))
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not serialize access due to concurrent update of lease \"%s\"",
+							text_to_cstring(req->name)),
+					 errhint("The transaction might succeed if retried.")));
+		rewrite = lappend(rewrite, palloc(sizeof(ItemPointerData)));
+		ItemPointerCopy(&row->tts_tid, (ItemPointer) llast(rewrite));
+	}
+	index_endscan(scan);
+
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	foreach(lc, rewrite)
+	{
+		RowChange	ch = {0};
+		TM_FailureData tmfd;
+		TM_Result	tm;
+
+		tm = table_tuple_lock(rel, (ItemPointer) lfirst(lc), snapshot, row,
+							  GetCurrentCommandId(true),
+							  LockTupleNoKeyExclusive, LockWaitSkip, 0, &tmfd);
+		if (tm == TM_Deleted)
+			continue;			/* purged meanwhile: nothing to change */
+		if (tm != TM_Ok)
+			refuse_kind(req, other_kind, other_slots, true);
+		slot_getallattrs(row);
+		if (!free_now(row, now))
+			refuse_kind(req, other_kind, other_slots, false);
+
+		ch.slot = MakeSingleTupleTableSlot(RelationGetDescr(rel),
+										   &TTSOpsVirtual);
+		ExecClearTuple(ch.slot);
+		memcpy(ch.slot->tts_values, row->tts_values,
+			   ch.slot->tts_tupleDescriptor->natts * sizeof(Datum));
+		memcpy(ch.slot->tts_isnull, row->tts_isnull,
+			   ch.slot->tts_tupleDescriptor->natts * sizeof(bool));
+		set_col(&ch, COL_KIND, CharGetDatum(req->kind), false);
+		set_col(&ch, COL_SLOTS, Int32GetDatum(req->slots), false);
+		if (!COL_ISNULL(row, COL_VALUE))
+			set_col(&ch, COL_VALUE, (Datum) 0, true);
+		ExecStoreVirtualTuple(ch.slot);
+		ExecMaterializeSlot(ch.slot);
+		/* a BEFORE trigger that skips it leaves the name as it was */
+		if (!update_row(rel, snapshot, row, &ch))
+			refuse_kind(req, other_kind, other_slots, true);
+		ExecDropSingleTupleTableSlot(ch.slot);
+	}
+	UnregisterSnapshot(snapshot);
+	if (rewrite != NIL)
+		CommandCounterIncrement();
+
+	ExecDropSingleTupleTableSlot(row);
+	index_close(key, NoLock);
+	table_close(rel, NoLock);
+	fencing_restore_user(&scope);
+	return inserting;
+}
+
+/*
+ * Refuse (LF021) a call for a name that is held, or inside its lock delay,
+ * as another kind or slot count than the request's: the election calls
+ * that take no slot (proclaim, resign, leader, observe) check their name
+ * so.  A free name may become anything, and is no election's yet.
+ */
+void
+fencing_refuse_held_kind(const LeaseRequest *req)
+{
+	FencingOwnerScope scope;
+	Relation	rel;
+	Relation	key;
+	TupleTableSlot *row;
+	Snapshot	snapshot;
+	IndexScanDesc scan;
+	TimestampTz now;
+
+	fencing_become_owner(&scope);
+	rel = open_leases(AccessShareLock);
+	refuse_unsupported(rel, false);
+	key = index_open(layout.key_oid, AccessShareLock);
+	row = table_slot_create(rel, NULL);
+
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	now = GetCurrentTimestamp();
+	scan = begin_name_scan(rel, key, snapshot, req->name, -1);
+	while (index_getnext_slot(scan, ForwardScanDirection, row))
+	{
+		slot_getallattrs(row);
+		if (!same_kind(row, req) && !free_now(row, now))
+			refuse_kind(req, DatumGetChar(COL(row, COL_KIND)),
+						DatumGetInt32(COL(row, COL_SLOTS)), false);
+	}
+	index_endscan(scan);
+	UnregisterSnapshot(snapshot);
+
+	ExecDropSingleTupleTableSlot(row);
+	index_close(key, NoLock);
+	table_close(rel, NoLock);
+	fencing_restore_user(&scope);
+}
+
+/*
+ * Read one row of a name without locking it: the row of "slot" (slot >=
+ * 0), or the row whose current or previous token is "token" (slot < 0).
+ * With the latest snapshot ("latest"), else the statement's (the
+ * transaction's under REPEATABLE READ), judged by the clock reading "now".
+ * False if there is no such row.
+ */
+bool
+fencing_read_lease_row(text *name, int32 slot, int64 token, bool latest,
+					   TimestampTz now, LeaseRowState *state)
+{
+	FencingOwnerScope scope;
+	Relation	rel;
+	Relation	key;
+	TupleTableSlot *row;
+	Snapshot	snapshot;
+	IndexScanDesc scan;
+
+	memset(state, 0, sizeof(LeaseRowState));
+	state->now = now;
+	fencing_become_owner(&scope);
+	rel = open_leases(AccessShareLock);
+	refuse_unsupported(rel, false);
+	key = index_open(layout.key_oid, AccessShareLock);
+	row = table_slot_create(rel, NULL);
+
+	/* see what this transaction did so far, as each SQL statement does */
+	if (!latest)
+		CommandCounterIncrement();
+	snapshot = RegisterSnapshot(latest ? GetLatestSnapshot() :
+								GetTransactionSnapshot());
+	scan = begin_name_scan(rel, key, snapshot, name, slot);
+	while (index_getnext_slot(scan, ForwardScanDirection, row))
+	{
+		slot_getallattrs(row);
+		if (slot >= 0 ||
+			DatumGetInt64(COL(row, COL_TOKEN)) == token ||
+			(!COL_ISNULL(row, COL_PREV_TOKEN) &&
+			 DatumGetInt64(COL(row, COL_PREV_TOKEN)) == token))
+		{
+			state->found = true;
+			break;
+		}
+	}
+	if (state->found)
+	{
+		state->kind = DatumGetChar(COL(row, COL_KIND));
+		state->slot = DatumGetInt32(COL(row, COL_SLOT));
+		state->holder = TextDatumGetCString(COL(row, COL_HOLDER));
+		state->token = DatumGetInt64(COL(row, COL_TOKEN));
+		if (!COL_ISNULL(row, COL_VALUE))
+			state->value = TextDatumGetCString(COL(row, COL_VALUE));
+		state->acquired_at = DatumGetTimestampTz(COL(row, COL_ACQUIRED_AT));
+		state->expires_at = DatumGetTimestampTz(COL(row, COL_EXPIRES_AT));
+		state->released = !COL_ISNULL(row, COL_RELEASED_AT);
+		state->live = live(row, now);
+		if (state->released)
+			state->end_reason = COL_ISNULL(row, COL_END_REASON) ?
+				LEASE_END_RELEASED : DatumGetChar(COL(row, COL_END_REASON));
+		if (!COL_ISNULL(row, COL_PREV_TOKEN))
+			state->prev_token = DatumGetInt64(COL(row, COL_PREV_TOKEN));
+		if (!COL_ISNULL(row, COL_PREV_END))
+			state->prev_end = DatumGetChar(COL(row, COL_PREV_END));
+	}
+	index_endscan(scan);
+	UnregisterSnapshot(snapshot);
+
+	ExecDropSingleTupleTableSlot(row);
+	index_close(key, NoLock);
+	table_close(rel, NoLock);
+	fencing_restore_user(&scope);
+	return state->found;
+}
+
 /* Is the statement one of ours?  The others are SQL (lease_store.c). */
 bool
 fencing_lease_row_statement(LeaseStatement stmt)
@@ -950,6 +1310,7 @@ fencing_lease_row_statement(LeaseStatement stmt)
 		case LEASE_HOLDER_ROLE:
 		case LEASE_FORCE_RELEASE:
 		case LEASE_AVAILABLE_AT:
+		case LEASE_PROCLAIM:
 			return true;
 		default:
 			return false;
@@ -1008,6 +1369,7 @@ fencing_survey_lease_slots(const LeaseRequest *req, int32 slots,
 
 	survey->own_slot = -1;
 	survey->ntakeable = survey->nmissing = 0;
+	survey->mismatch = false;
 	TIMESTAMP_NOEND(survey->free_at);
 	survey->prepared_xid = InvalidTransactionId;
 
@@ -1027,6 +1389,8 @@ fencing_survey_lease_slots(const LeaseRequest *req, int32 slots,
 
 		slot_getallattrs(row);
 		s = DatumGetInt32(COL(row, COL_SLOT));
+		if (!same_kind(row, req))
+			survey->mismatch = true;
 		if (survey->own_slot < 0 && qualifies(LEASE_TAKE_OWN, row, req, now))
 			survey->own_slot = s;
 		if (s >= slots)
@@ -1055,6 +1419,34 @@ fencing_survey_lease_slots(const LeaseRequest *req, int32 slots,
 	index_close(key, NoLock);
 	table_close(rel, NoLock);
 	fencing_restore_user(&scope);
+}
+
+/*
+ * A prepared transaction that is changing the row (name, slot) and has not
+ * been committed or rolled back yet: InvalidTransactionId if none.  Its
+ * COMMIT PREPARED wakes nobody (events.c): a waiter that sees the row
+ * unchanged waits for that transaction to end instead of sleeping.
+ */
+TransactionId
+fencing_lease_row_prepared(text *name, int32 slot)
+{
+	FencingOwnerScope scope;
+	Relation	rel;
+	Relation	key;
+	TupleTableSlot *row;
+	TransactionId prepared;
+
+	fencing_become_owner(&scope);
+	rel = open_leases(AccessShareLock);
+	refuse_unsupported(rel, false);
+	key = index_open(layout.key_oid, AccessShareLock);
+	row = table_slot_create(rel, NULL);
+	prepared = row_changer(rel, key, name, slot, row, true);
+	ExecDropSingleTupleTableSlot(row);
+	index_close(key, NoLock);
+	table_close(rel, NoLock);
+	fencing_restore_user(&scope);
+	return prepared;
 }
 
 /*

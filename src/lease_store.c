@@ -31,7 +31,10 @@ typedef enum LeaseField
 	F_LOCK_DELAY,
 	F_CUTOFF,
 	F_TOKEN,
-	F_TAKEOVER
+	F_TAKEOVER,
+	F_KIND,
+	F_SLOTS,
+	F_VALUE
 } LeaseField;
 
 static const Oid field_types[] = {
@@ -45,9 +48,12 @@ static const Oid field_types[] = {
 	[F_CUTOFF] = TIMESTAMPTZOID,
 	[F_TOKEN] = INT8OID,
 	[F_TAKEOVER] = BOOLOID,
+	[F_KIND] = CHAROID,
+	[F_SLOTS] = INT4OID,
+	[F_VALUE] = TEXTOID,
 };
 
-#define MAX_LEASE_PARAMS	6
+#define MAX_LEASE_PARAMS	9
 #define MAX_LEASE_RESULTS	2
 
 typedef struct LeaseStatementDef
@@ -71,15 +77,16 @@ static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
 	 */
 	[LEASE_CREATE] = {
 		"INSERT INTO fencing.leases AS l"
-		"       (name, slot, holder, holder_role, token, acquired_at,"
-		"        expires_at, lock_delay, acquires)"
-		" SELECT $1, $6, $2, $3, fencing.next_token(), " NOW ","
-		"        (" NOW PLUS "$4), $5, 1"
+		"       (name, slot, kind, slots, holder, holder_role, token,"
+		"        acquired_at, expires_at, lock_delay, value, acquires)"
+		" SELECT $1, $6, $7, $8, $2, $3, fencing.next_token(), " NOW ","
+		"        (" NOW PLUS "$4), $5, $9, 1"
 		"  WHERE NOT EXISTS (SELECT FROM fencing.leases AS o"
 		"                     WHERE o.name" EQ "$1 AND o.slot" EQ "$6)"
 		" ON CONFLICT (name, slot) DO NOTHING"
 		" RETURNING l.token, l.takeover",
-		{F_NAME, F_HOLDER, F_ROLE, F_TTL, F_LOCK_DELAY, F_SLOT},
+		{F_NAME, F_HOLDER, F_ROLE, F_TTL, F_LOCK_DELAY, F_SLOT, F_KIND,
+		F_SLOTS, F_VALUE},
 		{F_TOKEN, F_TAKEOVER}
 	},
 	/*
@@ -139,12 +146,14 @@ lease_plan(LeaseStatement stmt)
 
 /* The statement's $1, $2, ... from the request. */
 static void
-request_params(LeaseStatement stmt, const LeaseRequest *req, Datum *values)
+request_params(LeaseStatement stmt, const LeaseRequest *req, Datum *values,
+			   char *nulls)
 {
 	const LeaseStatementDef *def = &lease_statements[stmt];
 
 	for (int i = 0; i < MAX_LEASE_PARAMS && def->params[i] != F_NONE; i++)
 	{
+		nulls[i] = ' ';
 		switch (def->params[i])
 		{
 			case F_NAME:
@@ -167,6 +176,16 @@ request_params(LeaseStatement stmt, const LeaseRequest *req, Datum *values)
 				break;
 			case F_CUTOFF:
 				values[i] = TimestampTzGetDatum(req->cutoff);
+				break;
+			case F_KIND:
+				values[i] = CharGetDatum(req->kind);
+				break;
+			case F_SLOTS:
+				values[i] = Int32GetDatum(req->slots);
+				break;
+			case F_VALUE:
+				values[i] = PointerGetDatum(req->value);
+				nulls[i] = req->value == NULL ? 'n' : ' ';
 				break;
 			default:
 				elog(ERROR, "fencing statement %d has a bad parameter %d",
@@ -208,10 +227,11 @@ run_sql(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result)
 {
 	FencingOwnerScope scope;
 	Datum		values[MAX_LEASE_PARAMS];
+	char		nulls[MAX_LEASE_PARAMS];
 	uint64		processed;
 	int			rc;
 
-	request_params(stmt, req, values);
+	request_params(stmt, req, values, nulls);
 	fencing_become_owner(&scope);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -219,7 +239,7 @@ run_sql(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result)
 	fencing_writing_leases = true;
 	PG_TRY();
 	{
-		rc = SPI_execute_plan(lease_plan(stmt), values, NULL, false, 0);
+		rc = SPI_execute_plan(lease_plan(stmt), values, nulls, false, 0);
 	}
 	PG_FINALLY();
 	{

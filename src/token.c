@@ -1062,25 +1062,30 @@ fencing_next_token(PG_FUNCTION_ARGS)
 }
 
 /*
- * Is "token" from outside this database's current band: before it, or
- * above every token this history issued?  Only a database whose state is
- * its own history answers yes (see the header comment); one that never
- * issued a token, or whose state came from elsewhere, compares numbers
- * only.  A new timeline that has not issued a token yet enters its band
- * first: every token of the old history is from before it.
+ * Was "token" lost at a failover, as this database sees it (LF005's
+ * conditions)?  Only a database whose state is its own history can tell
+ * (see the header comment): one that never issued a token, or whose state
+ * came from elsewhere, compares numbers only.
+ *	- TOKEN_BEFORE_BAND: issued before the current band.  A new timeline
+ *	  that has not issued a token yet enters its band first: every token of
+ *	  the old history is from before it.
+ *	- TOKEN_ABOVE_COUNTER (clock floor only): above every token this
+ *	  history issued, so another history issued it.
+ * lease_watch reports both as "lost_at_failover"; fencing_check_token_band
+ * refuses them.
  */
-void
-fencing_check_token_band(int64 token)
+FencingTokenLoss
+fencing_token_loss(int64 token)
 {
 	const FencingCatalog *cat;
 	FencingOwnerScope scope;
 	TimeLineID	tli;
 
 #if defined(FENCING_TIMELINE_BANDS) || defined(FENCING_PLAIN_NEXTVAL)
-	return;
+	return TOKEN_NOT_LOST;
 #endif
 	if (!refuse_old_band || RecoveryInProgress())
-		return;
+		return TOKEN_NOT_LOST;
 	tli = insertion_timeline();
 	cat = fencing_catalog();
 	fencing_become_owner(&scope);
@@ -1123,6 +1128,21 @@ fencing_check_token_band(int64 token)
 
 	if (CLOCK_FLOOR && verified.issuer && verified.start != PG_INT64_MAX &&
 		token > verified.counter_seen)
+		return TOKEN_ABOVE_COUNTER;
+	if (verified.issuer && token < verified.start)
+		return TOKEN_BEFORE_BAND;
+	return TOKEN_NOT_LOST;
+}
+
+/* Refuse a token that was lost at a failover (LF005). */
+void
+fencing_check_token_band(int64 token)
+{
+	FencingTokenLoss loss = fencing_token_loss(token);
+
+	if (loss != TOKEN_NOT_LOST)
+		fencing_stats_count(FENCING_STAT_OLD_BAND_REFUSALS);
+	if (loss == TOKEN_ABOVE_COUNTER)
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCING_OLD_BAND),
 				 errmsg("lease of fencing token %lld was lost at failover",
@@ -1131,9 +1151,7 @@ fencing_check_token_band(int64 token)
 						   (long long) token),
 				 errhint("Stop writing with this token and acquire the lease again. "
 						 "A database that also guards resources with another database's tokens can set fencing.refuse_old_band = off.")));
-	if (verified.issuer && token < verified.start)
-	{
-		fencing_stats_count(FENCING_STAT_OLD_BAND_REFUSALS);
+	if (loss == TOKEN_BEFORE_BAND)
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCING_OLD_BAND),
 				 errmsg("lease of fencing token %lld was lost at failover",
@@ -1145,7 +1163,6 @@ fencing_check_token_band(int64 token)
 						   (long long) token, (long long) verified.start),
 				 errhint("Stop writing with this token and acquire the lease again. "
 						 "A database that also guards resources with another database's tokens can set fencing.refuse_old_band = off.")));
-	}
 }
 
 /*

@@ -14,7 +14,10 @@
 #     lease that expired while it waited is not renewed (nor its expiry
 #     moved into the past), not reported live, and not kept locked.
 #   - A release in a prepared transaction hands the lease to a waiter at
-#     COMMIT PREPARED, not at the waiter's deadline.
+#     COMMIT PREPARED, not at the waiter's deadline; a watcher of the
+#     token (lease_watch) and an observer of an election (election_observe)
+#     learn of a change made in a prepared transaction at COMMIT PREPARED
+#     too.
 #
 # Each waits for the condition it needs (a lock wait, a sleeping waiter, an
 # expired lease), never for time to pass.  The calls that must not block
@@ -94,7 +97,8 @@ sub wait_asleep
 	return $node->poll_query_until('postgres', qq{
 		SELECT count(*) = 1 FROM pg_stat_activity
 		 WHERE application_name = '$name'
-		   AND wait_event_type = 'Extension' AND wait_event = 'Extension'});
+		   AND wait_event_type = 'Extension'
+		   AND wait_event IN ('Extension', 'FencingLeaseWait')});
 }
 
 # run one statement in a session, with its time; dies on a hang
@@ -260,6 +264,39 @@ is($out . $err, 't', 'COMMIT PREPARED hands it the slot');
 cmp_ok($el, '<', 10, sprintf('soon (%.2f s), not at its deadline', $el));
 is(val("SELECT string_agg(holder, ' ' ORDER BY slot) FROM fencing.lease_status WHERE name = 'rt'"),
 	'X W', 'the slot that came free');
+
+# (e) a watcher of a token: PREPARE wakes it, it still sees the token
+# current and waits for the prepared transaction, which no COMMIT PREPARED
+# would wake it from
+$tok = val("SELECT fencing.lease_acquire('ru', 'H', '10 h')");
+start_query($caller,
+	"SELECT reason FROM fencing.lease_watch('ru', $tok, wait => '25 s')");
+ok(wait_asleep('caller'), 'a watcher sleeps');
+$holder->query_safe("BEGIN; SELECT fencing.lease_release('ru', $tok); PREPARE TRANSACTION 'ru_release'");
+ok(wait_for_lock_wait('caller'),
+	'PREPARE wakes the watcher, and it waits for the prepared transaction');
+$t0 = time;
+$admin->query_safe("COMMIT PREPARED 'ru_release'");
+($out, $err) = finish_query($caller);
+$el = time - $t0;
+is($out . $err, 'released', 'COMMIT PREPARED: the watcher learns of the release');
+cmp_ok($el, '<', 10, sprintf('at once (%.2f s), not at its deadline', $el));
+
+# (f) an observer of an election, the leader resigning in a prepared
+# transaction
+$tok = val("SELECT fencing.election_campaign('rv', 'H', 'v1', '10 h')");
+start_query($caller,
+	"SELECT coalesce(candidate, 'none') FROM fencing.election_observe('rv', $tok, 'v1', '25 s')");
+ok(wait_asleep('caller'), 'an observer sleeps');
+$holder->query_safe("BEGIN; SELECT fencing.election_resign('rv', $tok); PREPARE TRANSACTION 'rv_resign'");
+ok(wait_for_lock_wait('caller'),
+	'PREPARE wakes the observer, and it waits for the prepared transaction');
+$t0 = time;
+$admin->query_safe("COMMIT PREPARED 'rv_resign'");
+($out, $err) = finish_query($caller);
+$el = time - $t0;
+is($out . $err, 'none', 'COMMIT PREPARED: the observer sees no leader');
+cmp_ok($el, '<', 10, sprintf('at once (%.2f s), not at its deadline', $el));
 
 $_->quit for ($holder, $other, $caller, $admin);
 $node->stop;

@@ -30,6 +30,8 @@ my $t_free = $primary->safe_psql('postgres',
 $primary->safe_psql('postgres', "SELECT fencing.lease_release('free', $t_free)");
 my $t_exp = $primary->safe_psql('postgres',
 	"SELECT fencing.lease_acquire('expired', 'alice', '1 s')");
+my $t_el = $primary->safe_psql('postgres',
+	"SELECT fencing.election_campaign('elect', 'node-1', 'v1', '1 hour')");
 $primary->safe_psql(
 	'postgres', q{
 	CREATE TABLE jobs (id int PRIMARY KEY, state text, fence bigint);
@@ -150,6 +152,18 @@ my @refused = (
 		"SELECT fencing.lease_purge('0')",
 		'cannot execute fencing.lease_purge() in a read-only transaction'
 	],
+	[
+		"SELECT fencing.election_campaign('elect', 'node-2', 'v2', '1 min')",
+		'cannot execute fencing.election_campaign() in a read-only transaction'
+	],
+	[
+		"SELECT fencing.election_proclaim('elect', $t_el, 'v2')",
+		'cannot execute fencing.election_proclaim() in a read-only transaction'
+	],
+	[
+		"SELECT fencing.election_resign('elect', $t_el)",
+		'cannot execute fencing.election_resign() in a read-only transaction'
+	],
 	[ 'SELECT fencing.advance_tokens(1000000)', $not_tokens, $hint_tokens ],
 	[ 'SELECT fencing.advance_tokens(0)',       $not_tokens, $hint_tokens ],);
 for my $case (@refused)
@@ -192,18 +206,37 @@ is( $standby->safe_psql(
 		'postgres',
 		"SELECT string_agg(name || ':' || holder || ':' || state || ':' || token, ',' ORDER BY name) "
 		  . 'FROM fencing.lease_status'),
-	"expired:alice:expired:$t_exp,free:alice:free:$t_free,held:alice:held:$t_held",
+	"elect:node-1:held:$t_el,expired:alice:expired:$t_exp,free:alice:free:$t_free,held:alice:held:$t_held",
 	'standby: lease_status is readable and judges expiry');
 is( $standby->safe_psql(
 		'postgres',
 		'SELECT leases, held, stale_writes_refused FROM fencing.stats'),
-	'3|1|1',
+	'4|2|1',
 	'standby: stats is readable');
 is( $standby->safe_psql(
 		'postgres',
 		"BEGIN; SET LOCAL fencing.token = '42'; SELECT current_setting('fencing.token'); COMMIT;"),
 	'42',
 	'standby: fencing.token can be declared (there is nothing to write)');
+# reading an election and watching a token work without a wait; a wait
+# is refused, since no commit on a standby wakes a waiter
+is( $standby->safe_psql(
+		'postgres',
+		"SELECT candidate || ':' || value || ':' || token FROM fencing.election_leader('elect');"
+		  . "SELECT candidate FROM fencing.election_observe('elect', NULL, NULL, '0');"
+		  . "SELECT reason FROM fencing.lease_watch('held', $t_held);"
+		  . "SELECT reason FROM fencing.lease_watch('free', $t_free);"),
+	"node-1:v1:$t_el\nnode-1\ncurrent\nreleased",
+	'standby: election_leader, election_observe and lease_watch answer without a wait');
+for my $sql (
+	"SELECT fencing.election_observe('elect', $t_el, 'v1', '1 min')",
+	"SELECT fencing.lease_watch('held', $t_held, '1 min')")
+{
+	my ($state, $msg, $hint, $secs) = on_standby($sql);
+	is("$state $msg", '0A000 cannot wait for a lease to change during recovery',
+		"standby: $sql: refused");
+	cmp_ok($secs, '<', 5, "standby: $sql: at once, without waiting");
+}
 ($state, $msg) = on_standby("UPDATE jobs SET state = 'x' WHERE id = 1");
 is("$state $msg", '25006 cannot execute UPDATE in a read-only transaction',
 	'standby: a guarded table is read-only like any other');

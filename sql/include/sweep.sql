@@ -79,9 +79,9 @@ END $$;
 CREATE TEMP TABLE sw_documented (code text PRIMARY KEY);
 INSERT INTO sw_documented VALUES
 	('LF001'), ('LF002'), ('LF003'), ('LF004'), ('LF005'), ('LF006'),
-	('LF007'), ('LF010'), ('LF011'), ('LF012'), ('LF020'), ('22004'),
-	('22023'), ('0A000'), ('25006'), ('40001'), ('42501'), ('55000'),
-	('39P01'), ('42703'), ('42804'), ('57014'), ('08006');
+	('LF007'), ('LF010'), ('LF011'), ('LF012'), ('LF020'), ('LF021'),
+	('22004'), ('22023'), ('0A000'), ('25006'), ('40001'), ('42501'),
+	('55000'), ('39P01'), ('42703'), ('42804'), ('57014'), ('08006');
 -- the token source's band: only advance_tokens() may move it
 CREATE TEMP TABLE sw_band (rel text PRIMARY KEY);
 INSERT INTO sw_band VALUES ('fencing.token_base'), ('fencing.token_origin'),

@@ -2,28 +2,34 @@
 
 The state of one lease name is a set of grants.  A grant is what an
 acquire returned: its token, holder (holder name and role), capacity (1 for
-lease_acquire, N for semaphore_acquire), TTL and lock delay, and whether an
-open transaction holds its row locked (lease_check in a transaction, or a
-release or renew waiting for its COMMIT [PREPARED]).  Slots are not modelled:
-renew, release and check find a grant by its token, and an acquire only
-needs to know how many grants occupy the name.
+lease_acquire, N for semaphore_acquire), kind (a lease, or a semaphore of N
+slots: the name's kind, README "One kind per name"), TTL and lock delay,
+and whether an open transaction holds its row locked (lease_check in a
+transaction, or a release or renew waiting for its COMMIT [PREPARED]).
+Slots are not modelled: renew, release and check find a grant by its
+token, and an acquire only needs to know how many grants occupy the name.
 
 Rules (README "Reference", docs/waiting.md):
   occupying(g, t)  g is locked, or t < expires(g) + lock_delay(g)
   live(g, t)       t < expires(g)          (g not released: released grants
                                             are removed)
-  acquire(h, cap)  granted iff, with O = the grants of other holders that
-                   occupy at t, |O| + 1 <= cap and |O| + 1 <= g.cap for every
-                   g in O (a lease, cap 1, is exclusive; a semaphore of N
-                   admits N holders; a lease and a semaphore on one name
-                   respect each other's capacity).  The holder's own grant
-                   is replaced (a holder holds at most one slot).  The token
-                   is larger than every token issued before it.
+  acquire(h, kind, cap)
+                   granted iff no grant of another kind occupies at t (the
+                   holder's own included), and, with O = the grants of
+                   other holders that occupy at t, |O| + 1 <= cap and
+                   |O| + 1 <= g.cap for every g in O (a lease, cap 1, is
+                   exclusive; a semaphore of N admits N holders).  The
+                   holder's own grant is replaced (a holder holds at most
+                   one slot).  The token is larger than every token issued
+                   before it.
                    Refused (NULL) iff not grantable at t, or the row is
                    locked by another transaction, or (allowed by the docs)
                    a semaphore try-once while another session of the same
-                   holder acquires, or the name was granted with another
-                   capacity before (mixed kinds: any refusal or error).
+                   holder acquires.
+                   Refused with LF021 (nothing changes) iff a grant of
+                   another kind occupies at t, or (allowed by the docs:
+                   "being acquired as") another client's call on a row of
+                   another kind ran at the same time (check.py marks it).
   renew/release/check(token)  true iff the token is a grant's, the caller
                    is its role (or an admin), the grant is live at t and
                    no other transaction holds its row; false iff the
@@ -134,8 +140,9 @@ def v_pbase(gi):
     return NFIX + 3 * gi + 2
 
 
-# a grant: (token, holder, role, cap, ttl, delay, locked_by, pending, pttl)
-TOKEN, HOLDER, ROLE, CAP, TTL, DELAY, LOCKED, PENDING, PTTL = range(9)
+# a grant: (token, holder, role, cap, ttl, delay, locked_by, pending, pttl,
+# kind)
+TOKEN, HOLDER, ROLE, CAP, TTL, DELAY, LOCKED, PENDING, PTTL, KIND = range(10)
 
 
 def grant_sort_key(g):
@@ -143,22 +150,21 @@ def grant_sort_key(g):
 
 
 class State:
-    __slots__ = ('grants', 'maxtok', 'caps', 'dbm', '_key')
+    __slots__ = ('grants', 'maxtok', 'dbm', '_key')
 
-    def __init__(self, grants, maxtok, caps, dbm):
+    def __init__(self, grants, maxtok, dbm):
         self.grants = grants
         self.maxtok = maxtok
-        self.caps = caps
         self.dbm = dbm
         self._key = None
 
     @staticmethod
     def initial():
-        return State((), 0, frozenset(), DBM.zero(NFIX))
+        return State((), 0, DBM.zero(NFIX))
 
     def key(self):
         if self._key is None:
-            self._key = (self.grants, self.maxtok, self.caps, self.dbm.key())
+            self._key = (self.grants, self.maxtok, self.dbm.key())
         return self._key
 
     def describe(self, t0=0, tn=str):
@@ -177,7 +183,8 @@ class State:
             if g[PENDING]:
                 extra += f' ({g[PENDING]} pending)'
             tok = 'token ?' if g[TOKEN] is None else f'token {tn(g[TOKEN])}'
-            out.append(f'{tok} held by {g[HOLDER]}/{g[ROLE]} cap {g[CAP]} '
+            kind = 'lease' if g[KIND][0] == 'l' else f'semaphore({g[CAP]})'
+            out.append(f'{tok} held by {g[HOLDER]}/{g[ROLE]} {kind} '
                        f'ttl {g[TTL] / 1e6:g} ms {exp}{extra}')
         return out or ['(no grant)']
 
@@ -216,7 +223,7 @@ def open_point(st, op, ctx, write):
     return (d, L, b) if ok else None
 
 
-def close_point(st, d, L, grants, rn, maxtok, caps, ctx):
+def close_point(st, d, L, grants, rn, maxtok, ctx):
     """the next state: T = L, R of the name = rn, and grants given as
     (grant, (base var, R var, pbase var)) with indices into d"""
     # drop grants that no future op can see occupying: free (expiry plus
@@ -232,7 +239,7 @@ def close_point(st, d, L, grants, rn, maxtok, caps, ctx):
     idx = [0, L, rn]
     for g, vs in kept:
         idx.extend(vs)
-    return State(tuple(g for g, _ in kept), maxtok, caps, d.project(idx))
+    return State(tuple(g for g, _ in kept), maxtok, d.project(idx))
 
 
 def cur_grants(st):
@@ -297,13 +304,24 @@ UNKNOWN_TOKEN = object()
 def step_acquire(st, op, ctx):
     res = []
     for outcome, value, code in outcomes(op):
-        if outcome == 'none' or (outcome == 'fail' and op.no_effect_error):
-            # unknown: it may have done nothing; an error: nothing
+        if outcome == 'none':
+            # unknown: it may have done nothing
             p = open_point(st, op, ctx, write=False)
             if p:
                 d, L, b = p
                 res.append(close_point(st, d, L, cur_grants(st), V_RN,
-                                       st.maxtok, st.caps, ctx))
+                                       st.maxtok, ctx))
+            continue
+        if outcome == 'fail' and code == 'LF021':
+            res.extend(acquire_kind_refused(st, op, ctx))
+            continue
+        if outcome == 'fail' and op.no_effect_error:
+            # an error that changes nothing
+            p = open_point(st, op, ctx, write=False)
+            if p:
+                d, L, b = p
+                res.append(close_point(st, d, L, cur_grants(st), V_RN,
+                                       st.maxtok, ctx))
             continue
         if value is None:
             res.extend(acquire_refused(st, op, ctx))
@@ -312,8 +330,25 @@ def step_acquire(st, op, ctx):
     return res
 
 
-def mixed_allowed(st, op):
-    return any(c != op.cap for c in st.caps)
+def acquire_kind_refused(st, op, ctx):
+    """LF021: a grant of another kind occupies the name at b (its holder
+    may be the caller), or check.py found another client's call on a row
+    of another kind running at the same time"""
+    p = open_point(st, op, ctx, write=False)
+    if not p:
+        return []
+    d0, L, b = p
+    grants = cur_grants(st)
+    if op.kind_excused:
+        return [close_point(st, d0, L, grants, V_RN, st.maxtok, ctx)]
+    res = []
+    for g, vs in grants:
+        if g[KIND] == op.shape or True not in occupy_options(d0, g, vs, b):
+            continue
+        d = d0.copy()
+        if set_occupy(d, g, vs, b, True):
+            res.append(close_point(st, d, L, grants, V_RN, st.maxtok, ctx))
+    return res
 
 
 def acquire_granted(st, op, ctx, token):
@@ -338,6 +373,9 @@ def acquire_granted(st, op, ctx, token):
             return []
         if not d0.le(vs[1], b, 0):
             return []
+        # the holder's own grant of another kind must be free (else LF021)
+        if g[KIND] != op.shape and not set_occupy(d0, g, vs, b, False):
+            return []
     if ctx.single_row and not d0.le(V_RN, b, 0):
         return []
     res = []
@@ -345,6 +383,9 @@ def acquire_granted(st, op, ctx, token):
         occ = [x for x, o in zip(others, asg) if o]
         n = len(occ) + 1
         if n > op.cap or any(n > g[CAP] for g, _ in occ):
+            continue
+        # a grant of another kind occupies: LF021, not a grant
+        if any(g[KIND] != op.shape for g, _ in occ):
             continue
         d = d0.copy()
         ok = True
@@ -356,7 +397,7 @@ def acquire_granted(st, op, ctx, token):
             continue
         pb = d.add()
         new = (None if not known else token, op.holder, op.role, op.cap,
-               op.ttl, op.delay, None, None, 0)
+               op.ttl, op.delay, None, None, 0, op.shape)
         # a single row: the grant replaces whatever was there; several:
         # free grants of others may keep their rows
         grants = [] if ctx.single_row else [x for x, o in zip(others, asg)
@@ -365,8 +406,7 @@ def acquire_granted(st, op, ctx, token):
         grants.append((new, (b, L, pb)))
         rn = L if ctx.single_row else V_RN
         res.append(close_point(st, d, L, grants, rn,
-                               token if known else st.maxtok,
-                               st.caps | {op.cap}, ctx))
+                               token if known else st.maxtok, ctx))
     return res
 
 
@@ -379,10 +419,9 @@ def acquire_refused(st, op, ctx):
     ok_states = []
 
     def done(d):
-        ok_states.append(close_point(st, d, L, same, V_RN, st.maxtok,
-                                     st.caps, ctx))
+        ok_states.append(close_point(st, d, L, same, V_RN, st.maxtok, ctx))
 
-    if mixed_allowed(st, op) or op.null_excused:
+    if op.null_excused:
         done(d0)
         return ok_states
     who = (op.holder, op.role)
@@ -437,7 +476,7 @@ def step_token_op(st, op, ctx):
             if p:
                 d, L, b = p
                 res.append(close_point(st, d, L, cur_grants(st), V_RN,
-                                       st.maxtok, st.caps, ctx))
+                                       st.maxtok, ctx))
             continue
         if outcome == 'fail':
             if code == '42501' and g is not None and not op.admin and \
@@ -448,7 +487,7 @@ def step_token_op(st, op, ctx):
                     d, L, b = p
                     if live_constraint(d, (v_base(gi),), g[TTL], b, True):
                         res.append(close_point(st, d, L, cur_grants(st),
-                                               V_RN, st.maxtok, st.caps, ctx))
+                                               V_RN, st.maxtok, ctx))
             continue
         if value:
             res.extend(token_op_true(st, op, ctx, gi, g))
@@ -461,7 +500,7 @@ def step_token_op(st, op, ctx):
                 if not live_constraint(d, (v_base(gi),), g[TTL], b, False):
                     continue
             res.append(close_point(st, d, L, cur_grants(st), V_RN,
-                                   st.maxtok, st.caps, ctx))
+                                   st.maxtok, ctx))
     return res
 
 
@@ -489,15 +528,15 @@ def token_op_true(st, op, ctx, gi, g):
     if op.txn is not None:
         # locked until the transaction ends; effects at its commit
         if k == 'release':
-            ng = g[:LOCKED] + (op.txn, 'release', 0)
+            ng = g[:LOCKED] + (op.txn, 'release', 0) + g[PTTL + 1:]
             grants[gi] = (ng, (vb, vr, vp))
         elif k == 'renew':
-            ng = g[:LOCKED] + (op.txn, 'renew', op.ttl)
+            ng = g[:LOCKED] + (op.txn, 'renew', op.ttl) + g[PTTL + 1:]
             grants[gi] = (ng, (vb, vr, b))
         else:
-            ng = g[:LOCKED] + (op.txn, g[PENDING], g[PTTL])
+            ng = g[:LOCKED] + (op.txn, g[PENDING], g[PTTL]) + g[PTTL + 1:]
             grants[gi] = (ng, (vb, vr, vp))
-        return [close_point(st, d, L, grants, V_RN, st.maxtok, st.caps, ctx)]
+        return [close_point(st, d, L, grants, V_RN, st.maxtok, ctx)]
     if k == 'release':
         del grants[gi]
     elif k == 'renew':
@@ -505,7 +544,7 @@ def token_op_true(st, op, ctx, gi, g):
         grants[gi] = (ng, (b, L, vp))
     else:
         grants[gi] = (g, (vb, L, vp))
-    return [close_point(st, d, L, grants, rn, st.maxtok, st.caps, ctx)]
+    return [close_point(st, d, L, grants, rn, st.maxtok, ctx)]
 
 
 def step_commit(st, op, ctx):
@@ -528,14 +567,15 @@ def step_commit(st, op, ctx):
             if committed and g[PENDING] == 'release':
                 del grants[gi]
             elif committed and g[PENDING] == 'renew':
-                ng = g[:TTL] + (g[PTTL],) + g[TTL + 1:LOCKED] + (None, None, 0)
+                ng = (g[:TTL] + (g[PTTL],) + g[TTL + 1:LOCKED] +
+                      (None, None, 0) + g[PTTL + 1:])
                 grants[gi] = (ng, (vp, L, vp))
             else:
-                ng = g[:LOCKED] + (None, None, 0)
+                ng = g[:LOCKED] + (None, None, 0) + g[PTTL + 1:]
                 grants[gi] = (ng, (vb, L, vp))
             if ctx.single_row:
                 rn = L
-        res.append(close_point(st, d, L, grants, rn, st.maxtok, st.caps, ctx))
+        res.append(close_point(st, d, L, grants, rn, st.maxtok, ctx))
     return res
 
 
@@ -550,7 +590,7 @@ def step_force(st, op, ctx):
             if p:
                 d, L, b = p
                 res.append(close_point(st, d, L, cur_grants(st), V_RN,
-                                       st.maxtok, st.caps, ctx))
+                                       st.maxtok, ctx))
             continue
         if not op.admin:
             continue
@@ -573,8 +613,7 @@ def step_force(st, op, ctx):
                 continue
             kept = [x for x, o in zip(grants, asg) if not o]
             rn = L if (value and ctx.single_row) else V_RN
-            res.append(close_point(st, d, L, kept, rn, st.maxtok, st.caps,
-                                   ctx))
+            res.append(close_point(st, d, L, kept, rn, st.maxtok, ctx))
     return res
 
 
@@ -607,8 +646,7 @@ def step_nothing(st, op, ctx):
     if not p:
         return []
     d, L, b = p
-    return [close_point(st, d, L, cur_grants(st), V_RN, st.maxtok, st.caps,
-                        ctx)]
+    return [close_point(st, d, L, cur_grants(st), V_RN, st.maxtok, ctx)]
 
 
 STEPS = {
