@@ -435,7 +435,9 @@ COMMENT ON SCHEMA fencing_monitor IS
 GRANT USAGE ON SCHEMA fencing_monitor TO pg_monitor;
 
 -- This database's counters in shared memory (src/stats.c), NULL when they
--- are off (detail says why); wait_time in milliseconds.
+-- are off (detail says why); wait_time in milliseconds.  PARALLEL UNSAFE:
+-- a query that reads them (a count over a large fencing.leases) runs in
+-- the leader outside parallel mode, where a backend can always attach.
 CREATE FUNCTION fencing_monitor._stats(
 	OUT counting boolean, OUT detail text, OUT stats_reset timestamptz,
 	OUT acquires bigint, OUT renewals bigint, OUT releases bigint,
@@ -445,13 +447,13 @@ CREATE FUNCTION fencing_monitor._stats(
 	OUT waits bigint, OUT wait_timeouts bigint,
 	OUT wait_time double precision)
 RETURNS record
-LANGUAGE C VOLATILE PARALLEL RESTRICTED
+LANGUAGE C VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'fencing_stats';
 
 CREATE FUNCTION fencing_monitor._stats_wait_histogram(
 	OUT upper_ms double precision, OUT waits bigint)
 RETURNS SETOF record
-LANGUAGE C VOLATILE PARALLEL RESTRICTED ROWS 11
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 11
 AS 'MODULE_PATHNAME', 'fencing_stats_wait_histogram';
 
 CREATE FUNCTION fencing_monitor.stats_reset()
@@ -526,12 +528,45 @@ COMMENT ON VIEW fencing_monitor.lease_status IS
 
 -- Backends waiting for a lease or a semaphore of this database, found on
 -- every major by the queue's advisory lock (src/events.c): field 4 =
--- 0x4646 (objsubid 17990), fields 2 and 3 the 64-bit hash of the name
--- (classid, objid).  The head of a queue holds that lock and sleeps in
--- wait event Extension:FencingLeaseWait (Extension:Extension before
--- PostgreSQL 17); the others wait for it (Lock:advisory).
+-- 0x4646 (objsubid 17990), fields 2 and 3 the keyed 64-bit hash of the
+-- name, fencing._lease_lock_tag(name) (classid its high 32 bits, objid its
+-- low ones).  The head of a queue holds that lock and sleeps in wait event
+-- Extension:FencingLeaseWait (Extension:Extension before PostgreSQL 17);
+-- the others wait for it (Lock:advisory).  Names are hashed only while
+-- someone waits: first the held ones, then, for waiters none of them
+-- matches, the others (a lease taken again in a transaction still open is
+-- free in its committed row).  A waiter for a name that has no committed
+-- row yet (created in a transaction still open) shows with lease NULL.
 CREATE VIEW fencing_monitor.waiters AS
-SELECT n.name AS lease,
+WITH q AS MATERIALIZED (
+	SELECT l.pid, l.granted, l.classid, l.objid
+	  FROM pg_catalog.pg_locks AS l
+	 WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory'
+	   AND l.objsubid OPERATOR(pg_catalog.=) 17990
+	   AND l.database OPERATOR(pg_catalog.=)
+			 (SELECT d.oid FROM pg_catalog.pg_database AS d
+			   WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+), held AS MATERIALIZED (
+	SELECT DISTINCT r.name, fencing._lease_lock_tag(r.name) AS h
+	  FROM fencing.leases AS r
+	 WHERE r.released_at IS NULL
+	   AND EXISTS (SELECT FROM q)
+), matched AS MATERIALIZED (
+	SELECT q.pid, n.name
+	  FROM q
+	  JOIN held AS n
+		ON q.classid OPERATOR(pg_catalog.=)
+			 ((n.h OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 4294967295)::pg_catalog.oid
+	   AND q.objid OPERATOR(pg_catalog.=)
+			 (n.h OPERATOR(pg_catalog.&) 4294967295)::pg_catalog.oid
+), free AS MATERIALIZED (
+	SELECT DISTINCT r.name, fencing._lease_lock_tag(r.name) AS h
+	  FROM fencing.leases AS r
+	 WHERE r.released_at IS NOT NULL
+	   AND EXISTS (SELECT FROM q
+				   WHERE q.pid OPERATOR(pg_catalog.<>) ALL (SELECT m.pid FROM matched AS m))
+)
+SELECT COALESCE(m.name, f.name) AS lease,
 	   q.pid,
 	   q.granted AS head,
 	   a.usename,
@@ -539,25 +574,32 @@ SELECT n.name AS lease,
 	   a.wait_event_type,
 	   a.wait_event,
 	   a.query_start
-  FROM pg_catalog.pg_locks AS q
-  JOIN (SELECT DISTINCT r.name, fencing._lease_lock_tag(r.name) AS h
-		  FROM fencing.leases AS r
-		 WHERE r.released_at IS NULL) AS n
-	ON q.classid OPERATOR(pg_catalog.=)
-		 ((n.h OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 4294967295)::pg_catalog.oid
+  FROM q
+  LEFT JOIN matched AS m
+	ON m.pid OPERATOR(pg_catalog.=) q.pid
+  LEFT JOIN free AS f
+	ON m.pid IS NULL
+   AND q.classid OPERATOR(pg_catalog.=)
+		 ((f.h OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 4294967295)::pg_catalog.oid
    AND q.objid OPERATOR(pg_catalog.=)
-		 (n.h OPERATOR(pg_catalog.&) 4294967295)::pg_catalog.oid
+		 (f.h OPERATOR(pg_catalog.&) 4294967295)::pg_catalog.oid
   LEFT JOIN pg_catalog.pg_stat_activity AS a
-	ON a.pid OPERATOR(pg_catalog.=) q.pid
- WHERE q.locktype OPERATOR(pg_catalog.=) 'advisory'
-   AND q.objsubid OPERATOR(pg_catalog.=) 17990
-   AND q.database OPERATOR(pg_catalog.=)
-		 (SELECT d.oid FROM pg_catalog.pg_database AS d
-		   WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database());
+	ON a.pid OPERATOR(pg_catalog.=) q.pid;
 
 COMMENT ON VIEW fencing_monitor.waiters IS
-	'Backends waiting in lease_acquire, semaphore_acquire or election_campaign: the lease, and whether the backend is the head of its queue';
+	'Backends waiting in lease_acquire, semaphore_acquire or election_campaign: the lease (NULL for a name not committed yet), and whether the backend is the head of its queue';
 
 GRANT SELECT ON fencing_monitor.stats, fencing_monitor.stats_info,
 	fencing_monitor.wait_histogram, fencing_monitor.lease_status,
 	fencing_monitor.waiters TO pg_monitor;
+
+-- The counters of this database start from zero with the extension: those
+-- of an earlier CREATE EXTENSION, dropped since, stay in shared memory
+-- until the server restarts.
+DO $$
+BEGIN
+	IF (SELECT i.counting FROM fencing_monitor.stats_info AS i) THEN
+		PERFORM fencing_monitor.stats_reset();
+	END IF;
+END
+$$;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/election.sh: what election observers cost, and how fast they wake.
 #
-#   sudo bench/election.sh            # about 8 minutes
-#   sudo bench/election.sh --quick    # about 2 minutes
+#   sudo bench/election.sh            # about 12 minutes
+#   sudo bench/election.sh --quick    # about 4 minutes
 #
 # Runs a throwaway cluster (the settings of bench/cluster_settings.sh) with
 # the fencing extension installed in the server first on PATH, as user
@@ -22,18 +22,24 @@
 #     bench/run.sh script) alone and with OBSERVERS observers sleeping,
 #     in alternating rounds; and the same with OBSERVERS sessions that
 #     run pg_sleep(30) instead, the control for "a long statement".
+#   4 next to etcd 3.4 (an etcd of its own, started here): FAILOVERS
+#     trials each of a leader's process killed (-9) with a TTL of 2 s,
+#     until the new leader's first fenced write and an observer's wake-up
+#     (bench/elections/failover.py); in full mode also `etcdctl elect` as
+#     shipped (60 s sessions); and OBSERVERS idle `etcdctl elect -l`
+#     observers for IDLE_S seconds, the CPU of etcd and of the observers.
 set -euo pipefail
 export LC_ALL=C
 
 MODE=${MODE:-full}
 [ "${1:-}" = "--quick" ] && MODE=quick
 if [ "$MODE" = quick ]; then
-	: "${IDLE_S:=20}" "${WAKES:=5}" "${ROUNDS:=2}" "${DUR:=5}"
+	: "${IDLE_S:=20}" "${WAKES:=5}" "${ROUNDS:=2}" "${DUR:=5}" "${FAILOVERS:=3}" "${CLI_ELECT_TRIAL:=}"
 else
-	: "${IDLE_S:=60}" "${WAKES:=20}" "${ROUNDS:=6}" "${DUR:=10}"
+	: "${IDLE_S:=60}" "${WAKES:=20}" "${ROUNDS:=6}" "${DUR:=10}" "${FAILOVERS:=10}" "${CLI_ELECT_TRIAL:=1}"
 fi
 : "${OBSERVERS:=50}" "${SHARED_BUFFERS:=512MB}" "${FSYNC:=off}"
-export MODE IDLE_S WAKES ROUNDS DUR OBSERVERS SHARED_BUFFERS FSYNC
+export MODE IDLE_S WAKES ROUNDS DUR OBSERVERS SHARED_BUFFERS FSYNC FAILOVERS CLI_ELECT_TRIAL
 
 # ---------------------------------------------------------------------------
 # as postgres, in a work directory: $1
@@ -49,7 +55,8 @@ inner() {
 	. "$W/cluster_settings.sh"
 	bench_cluster_settings "bench/election.sh" "$((OBSERVERS * 2 + 40))" >>"$D/postgresql.conf"
 	pg_ctl -D "$D" -l "$W/server.log" -w -t 120 start >/dev/null
-	trap 'stop_sessions; pg_ctl -D "$D" -m immediate -w stop >/dev/null 2>&1 || true' EXIT
+	ETCD=
+	trap 'stop_sessions; [ -z "$ETCD" ] || kill "$ETCD"; pg_ctl -D "$D" -m immediate -w stop >/dev/null 2>&1 || true' EXIT
 	Q -d postgres -c "CREATE DATABASE bench"
 	Q -c "CREATE EXTENSION fencing"
 	Q -c "SELECT count(fencing.lease_release('l' || g, fencing.lease_acquire('l' || g, 'init', '1 minute')))
@@ -250,6 +257,70 @@ inner() {
 		done
 	done
 	echo >>"$R"
+
+	# ---- 4 next to etcd ----------------------------------------------------
+	say "== 4 failover and wake-up next to etcd ($FAILOVERS trials each)"
+	local eport=$((PORT + 1)) pport=$((PORT + 2)) ep t0
+	etcd --name bench --data-dir "$W/etcd" \
+		--listen-client-urls "http://127.0.0.1:$eport" --advertise-client-urls "http://127.0.0.1:$eport" \
+		--listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
+		--initial-cluster "bench=http://127.0.0.1:$pport" >"$W/etcd.log" 2>&1 &
+	ETCD=$!
+	ep=127.0.0.1:$eport
+	export ETCDCTL_API=3
+	t0=$SECONDS
+	until etcdctl --endpoints "$ep" endpoint health >/dev/null 2>&1; do
+		[ $((SECONDS - t0)) -lt 60 ] || { say "etcd did not start"; cat "$W/etcd.log" >&2; exit 1; }
+		sleep 0.2
+	done
+	{
+		echo "## 4. Next to etcd: a leader's death, an observer's wake-up"
+		echo
+		echo "etcd $(etcd --version | sed -n 's/^etcd Version: //p') (one member, on this machine, fsync on), next to the"
+		echo "cluster above. $FAILOVERS trials each: three candidate processes campaign (TTL 2 s, kept alive"
+		echo "every 2/3 s), the leader writes to a fenced resource every 50 ms, an observer process"
+		echo "watches; the leader's process is killed (-9). fencing: the candidates are"
+		echo "examples/python/fencing_leader.py electors, the write an UPDATE with fence_advance, the"
+		echo "observer election_observe. etcd: its election service (Campaign) through its JSON"
+		echo "gateway, the write a transaction conditioned on the leader key's create revision, the"
+		echo "observer \`etcdctl elect -l\`. Milliseconds, min / median / max"
+		echo "(bench/elections/failover.py). Both wait out the TTL left at the kill (1.3 to 2 s); etcd's"
+		echo "lessor looks for expired leases every 500 ms."
+		echo
+	} >>"$R"
+	/usr/bin/python3 "$W/failover.py" --trials "$FAILOVERS" --etcd "http://$ep" --out "$W/failover.md" \
+		${CLI_ELECT_TRIAL:+--etcdctl}
+	cat "$W/failover.md" >>"$R"
+	echo >>"$R"
+	tail -n 6 "$W/failover.md" >&2
+
+	# idle observers of etcd: a leader that never changes, OBSERVERS observers
+	etcdctl --endpoints "$ep" elect idle leader >/dev/null 2>&1 &
+	echo $! >>"$PIDS"
+	until [ -n "$(etcdctl --endpoints "$ep" get --prefix --keys-only idle/ 2>/dev/null)" ]; do sleep 0.2; done
+	local opids="" c0 c1 e0 e1
+	for _ in $(seq 1 "$OBSERVERS"); do
+		etcdctl --endpoints "$ep" elect -l idle >/dev/null 2>&1 &
+		opids="$opids $!"
+		echo $! >>"$PIDS"
+	done
+	sleep 3
+	c0=$(ticks "$opids")
+	e0=$(ticks "$ETCD")
+	sleep "$IDLE_S"
+	c1=$(ticks "$opids")
+	e1=$(ticks "$ETCD")
+	{
+		echo "$OBSERVERS idle \`etcdctl elect -l\` observers of an election whose leader does not change,"
+		echo "for ${IDLE_S} s: etcd used $((e1 - e0)) ticks of CPU, the observers $((c1 - c0)) ticks"
+		echo "(section 1 has fencing's: the observers' backends)."
+		echo
+	} >>"$R"
+	tail -n 3 "$R" >&2
+	stop_sessions
+	kill "$ETCD"
+	wait "$ETCD" 2>/dev/null || true
+	ETCD=
 	echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)." >>"$R"
 }
 
@@ -264,7 +335,8 @@ main() {
 	date=$(date -u +%Y%m%d-%H%M%S)
 	work=$(mktemp -d /tmp/fencing-election-bench.XXXXXX)
 	trap 'rm -rf "$work"' EXIT
-	cp bench/election.sh bench/cluster_settings.sh "$work/"
+	cp bench/election.sh bench/cluster_settings.sh bench/elections/failover.py \
+		examples/python/fencing_leader.py "$work/"
 	chmod 755 "$work"
 	[ "$(id -u)" -eq 0 ] && chown -R postgres:postgres "$work"
 	local as=()

@@ -10,8 +10,10 @@
 -- a worker whose claim expired and was taken over by another worker holds
 -- an older token, and its writes are refused with SQLSTATE LF001 instead
 -- of overwriting the newer worker's result.  Claims, heartbeats,
--- completions and failures all write through fencing.fence_advance, so each
--- is durable before it is acknowledged even with synchronous_commit = off.
+-- completions and failures all write through fencing.fence_advance; a claim,
+-- which moves the fence, is durable before it is acknowledged even with
+-- synchronous_commit = off, and the others, which keep it, are as durable
+-- as synchronous_commit says (lost in a crash, the job is still claimed).
 -- See examples/README.md.
 --
 -- Errors a worker can get back:
@@ -206,9 +208,9 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	-- Fast path: the current claimant of a running job, one statement.
-	-- fence_advance cannot refuse here (the fence equals the token); it
-	-- makes the write durable before it is acknowledged, whatever
-	-- synchronous_commit says, like every fenced write.
+	-- fence_advance cannot refuse here (the fence equals the token), and
+	-- the fence stays: the write is as durable as synchronous_commit says
+	-- (lost in a crash, the job is still claimed by the same token).
 	UPDATE job_queue.jobs AS j
 	   SET fence = fencing.fence_advance(j.fence, heartbeat.token, true),
 		   lease_until = clock_timestamp() + heartbeat.lease,
@@ -254,7 +256,7 @@ DECLARE
 	changed		bigint;
 BEGIN
 	-- Fast path: the current claimant of a running job, one statement
-	-- (fence_advance: durable, as in heartbeat).
+	-- (fence_advance keeps the fence, as in heartbeat).
 	UPDATE job_queue.jobs AS j
 	   SET fence = fencing.fence_advance(j.fence, complete.token, true),
 		   state = 'done',

@@ -68,6 +68,30 @@
  *                   keeps what S1's holders wrote.  With CLOCK_FLOOR it
  *                   passes; without it (the rule before the floor) P goes
  *                   on below S1's tokens and spin finds a P2 violation.
+ *   LOST_TAIL       (CLOCK_BANDS, CLOCK_FLOOR, FAILOVERS=1) the resource is
+ *                   in the database that issues the tokens (the job queue's
+ *                   case): its fence is copied to the standby with the rest
+ *                   and goes back at a failover, and the token state is
+ *                   modeled record by record as in src/token.c (counter,
+ *                   band start, band timeline, origin, witness, the
+ *                   PENDING flag) with the band check of fence_advance: a
+ *                   database whose state is its own history refuses
+ *                   tokens from before its band (LF005), all of them while
+ *                   a new timeline's entry is due.  Passes.
+ *   NO_BAND_CHECK   (LOST_TAIL) BROKEN: no band check, numbers only: the
+ *                   failover lost a newer holder's write, and a stale
+ *                   holder's write is accepted.  spin finds a P1 violation.
+ *   SPLIT_COPY      (LOST_TAIL) the standby's copy may stop between the
+ *                   records of the last raise or band entry (another
+ *                   backend's commit flushed the first ones).  Passes.
+ *   OLD_MARK        (SPLIT_COPY) BROKEN: the records before the fix: a
+ *                   raise writes token_origin, then the witness (OLD_RAISE);
+ *                   an entry first sets token_origin to 0 (OLD_ENTRY).  A
+ *                   copy that stops in between looks restored (or
+ *                   pending), the promoted standby compares numbers only:
+ *                   spin finds a P1 violation (red team item 1).  The
+ *                   entry's needs FAILOVERS=2 (an entry on S1, copied to
+ *                   S2).
  *   W=n             (CLOCK_FLOOR) the lag allowed, in units; W < U.
  *   SKEW=n          (CLOCK_BANDS) S2's clock runs n units behind.  Safe
  *                   while n is less than the gap between two band entries
@@ -128,26 +152,79 @@
 #endif
 
 /* ---- the global state ---- */
+mtype = { LF001, LF005 };
 byte clock;			/* clock_timestamp(), in ticks */
 
 /* token source: fencing.token_seq and the band */
 byte node;			/* the primary: 0 P, 1 S1, 2 S2 */
 byte counter;		/* token_seq.last_value; 0 = never called */
-#ifdef CLOCK_BANDS
+#if defined(LOST_TAIL)
+/*
+ * The database issued tokens before, in a band of timeline 0 that starts
+ * at 1, and both standbys have that band (see Copy): one that never saw
+ * the first band entry holds no token history at all, like a database
+ * that never issued a token, and compares numbers only (docs/tokens.md,
+ * Limits).
+ */
+byte bstart = 1;	/* token_base: first token of the band */
+#elif defined(CLOCK_BANDS)
 byte bstart;		/* token_base: first token of the band; 0 = entry pending */
 #else
 byte bstart = 1;	/* the band is entered at each failover */
 #endif
 byte entry;			/* tick of the band entry */
 byte tl;			/* timeline; only TIMELINE_BANDS uses it */
+#ifdef LOST_TAIL
+byte rbase = 1;		/* the counter's floor at the last band entry or raise */
+#else
 byte rbase;			/* the counter's floor at the last band entry or raise */
+#endif
 byte rtick;			/* and the tick then */
+#ifdef LOST_TAIL
+/*
+ * The rest of the token state, record by record: token_band's timeline
+ * and PENDING flag, token_origin (0: none yet, 1: this database's), and
+ * whether token_witness matches token_origin's page LSN.
+ */
+byte btl;
+bool pend;
+byte origin = 1;
+bool wok = true;
+/*
+ * The last raise or band entry (1, 2; 0: none yet), the state before it
+ * (token state, lease row and fence: the acquire's own records come after
+ * the raise's or the entry's), and its values: for a copy that stops
+ * between its records.
+ */
+byte lop;
+byte lpre_counter, lpre_bstart, lpre_btl, lpre_origin;
+bool lpre_pend, lpre_wok;
+byte lpre_holder, lpre_token, lpre_expires, lpre_fence;
+byte lvalue;		/* the raise's counter, or the entry's band start */
+byte lentry_tl;			/* the entry's timeline */
+#endif
 
 /* wall clock of a node, in units, at band entry */
 #define CLK(n)		(U * (clock + 1) - ((n) == 2 -> SKEW : 0))
+#ifdef OLD_MARK
+#define OLD_RAISE
+#define OLD_ENTRY
+#endif
+#ifdef LOST_TAIL
+/*
+ * classify() of src/token.c: this database's own history, and the band
+ * current (before the fix, origin 0 meant "entry pending" and PENDING was
+ * never set: the same test)
+ */
+#define OURS		(bstart != 0 && origin == 1 && wok)
+#define CURRENT		(OURS && btl == tl && !pend)
+#define ENTRY_DUE	(!CURRENT)
+#else
+#define ENTRY_DUE	(bstart == 0)
+#endif
 #ifdef CLOCK_FLOOR
 /* the next token draws behind the clock by more than W: a raise first */
-#define RAISE		(bstart != 0 && counter + 1 + W < CLK(node))
+#define RAISE		(!ENTRY_DUE && counter + 1 + W < CLK(node))
 #else
 #define RAISE		false
 #endif
@@ -156,12 +233,12 @@ byte rtick;			/* and the tick then */
  * the rate assumption: at most R tokens per tick since the band entry or
  * the raise that set the counter's floor
  */
-#define CAN_ISSUE	(bstart == 0 || RAISE || counter + 1 <= rbase + R * (clock - rtick))
+#define CAN_ISSUE	(ENTRY_DUE || RAISE || counter + 1 <= rbase + R * (clock - rtick))
 /*
  * promotions are at least a tick after the dead primary's band entry or
  * raise (the tick it last set its counter from its clock)
  */
-#define MAY_FAIL_OVER	(bstart == 0 || clock > rtick)
+#define MAY_FAIL_OVER	(ENTRY_DUE || clock > rtick)
 #else
 /* LF002 at the end of the timeline's band */
 #define CAN_ISSUE	(counter < (tl + 1) * BANDSZ)
@@ -184,6 +261,15 @@ typedef Copy {
 	byte expires;
 	byte counter;
 	byte tl
+#ifdef LOST_TAIL
+	;
+	byte fence;
+	byte bstart = 1;
+	byte btl;
+	bool pend;
+	byte origin = 1;
+	bool wok = true
+#endif
 };
 Copy r[2];			/* r[0]: S1, r[1]: S2 */
 /* the copy's counter matters to a rule that can fall back on it */
@@ -191,6 +277,17 @@ Copy r[2];			/* r[0]: S1, r[1]: S2 */
 #define COPY_COUNTER(i)	r[i].counter = counter
 #else
 #define COPY_COUNTER(i)	skip
+#endif
+#ifdef LOST_TAIL
+#define COPY_TOKEN_STATE(i) \
+	r[i].fence = fence; r[i].bstart = bstart; r[i].btl = btl; \
+	r[i].pend = pend; r[i].origin = origin; r[i].wok = wok
+#define COPY_RESET(i) \
+	r[i].fence = 0; r[i].bstart = 0; r[i].btl = 0; \
+	r[i].pend = false; r[i].origin = 0; r[i].wok = false
+#else
+#define COPY_TOKEN_STATE(i)	skip
+#define COPY_RESET(i)		skip
 #endif
 byte failovers;
 #ifdef RESUME
@@ -232,6 +329,17 @@ byte accGrant;		/* grant number of the last accepted write; 0 = none */
 #define ACCEPTS(t)	(fence <= (t))		/* fence_allows; NULL is 0 here */
 #else
 #define ACCEPTS(t)	(fence < (t))		/* fence_check */
+#endif
+
+/*
+ * fencing_check_token_band(): a database whose state is its own history
+ * refuses tokens from before its band, every token while a new timeline's
+ * entry is due (LF005); otherwise it compares numbers only
+ */
+#if defined(LOST_TAIL) && !defined(NO_BAND_CHECK)
+#define BAND_REFUSES(t)	(OURS && (btl != tl || (t) < bstart))
+#else
+#define BAND_REFUSES(t)	false
 #endif
 
 #if defined(NO_FENCE) || defined(ALLOW_SAME)
@@ -290,20 +398,115 @@ active proctype clock_ticks()
  * of a standby that missed the WAL tail, or a PITR: the lease row and the
  * counter go back to the standby's copy.
  */
+#ifdef SPLIT_COPY
+/*
+ * The first k records of the last raise or band entry, applied to r[i]
+ * (which holds the state before it), in the order src/token.c writes
+ * them.  k = 0: none; k past the last: all of them, and none of what
+ * followed (the acquire's own row).
+ */
+inline copy_records(i)
+{
+	select(k : 0 .. 6);
+	n = 0;
+	if
+#ifdef OLD_RAISE
+	:: lop == 1 ->
+		/* before the fix: token_origin (same value, new LSN), token_witness, token_seq */
+		if :: k > 0 -> r[i].wok = false :: else fi;
+		if :: k > 1 -> r[i].wok = true :: else fi;
+		if :: k > 2 -> r[i].counter = lvalue :: else fi
+#else
+	:: lop == 1 ->
+		/* token_band (its own value: the mark), token_seq */
+		if :: k > 1 -> r[i].counter = lvalue :: else fi
+#endif
+#ifdef OLD_ENTRY
+	:: lop == 2 ->
+		/*
+		 * before the fix: token_origin = 0, token_seq, token_base,
+		 * token_band, token_origin, token_witness
+		 */
+		if :: k > 0 -> r[i].origin = 0; r[i].wok = false :: else fi;
+		if :: k > 1 && r[i].counter < lvalue - 1 -> r[i].counter = lvalue - 1 :: else fi;
+		if :: k > 2 -> r[i].bstart = lvalue :: else fi;
+		if :: k > 3 -> r[i].btl = lentry_tl :: else fi;
+		if :: k > 4 -> r[i].origin = 1 :: else fi;
+		if :: k > 5 -> r[i].wok = true :: else fi
+#else
+	:: lop == 2 ->
+		/* token_band with PENDING (the mark) */
+		if :: k > n -> r[i].pend = true :: else fi;
+		n++;
+		if
+		:: !(lpre_bstart != 0 && lpre_origin == 1 && lpre_wok) ->
+			/* not ours (a first install): token_origin, token_witness */
+			if :: k > n -> r[i].origin = 1; r[i].wok = false :: else fi;
+			n++;
+			if :: k > n -> r[i].wok = true :: else fi;
+			n++
+		:: else
+		fi;
+		/* token_seq, token_base, token_band: the new band, flags clear */
+		if :: k > n && r[i].counter < lvalue - 1 -> r[i].counter = lvalue - 1 :: else fi;
+		n++;
+		if :: k > n -> r[i].bstart = lvalue :: else fi;
+		n++;
+		if :: k > n -> r[i].btl = lentry_tl; r[i].pend = false :: else fi
+#endif
+	fi;
+	if
+	:: lop == 1 ->
+		printf("MSC: t=%d S%d's WAL ends %d records into node %d's last raise\n",
+			   clock, i + 1, k, node)
+	:: else ->
+		printf("MSC: t=%d S%d's WAL ends %d records into node %d's last band entry\n",
+			   clock, i + 1, k, node)
+	fi
+}
+
+/* a copy whose WAL ends inside the last raise or band entry */
+inline split_copy(i)
+{
+	r[i].holder = lpre_holder; r[i].token = lpre_token;
+	r[i].expires = lpre_expires; r[i].fence = lpre_fence;
+	r[i].counter = lpre_counter; r[i].bstart = lpre_bstart;
+	r[i].btl = lpre_btl; r[i].pend = lpre_pend;
+	r[i].origin = lpre_origin; r[i].wok = lpre_wok; r[i].tl = tl;
+	copy_records(i)
+}
+#endif
+
 active proctype server()
 {
+#ifdef SPLIT_COPY
+	byte k, n;
+#endif
 	do
 	:: failovers < FAILOVERS && node == 0 ->
 		/* S1 replays P's WAL up to now */
 		d_step {
 			r[0].holder = l_holder; r[0].token = l_token;
-			r[0].expires = l_expires; COPY_COUNTER(0); r[0].tl = tl
+			r[0].expires = l_expires; COPY_COUNTER(0); r[0].tl = tl;
+			COPY_TOKEN_STATE(0)
 		}
+#ifdef SPLIT_COPY
+	:: failovers < FAILOVERS && node == 0 && lop != 0 ->
+		/*
+		 * S1's WAL ends between two records of the last raise or band
+		 * entry: the state before it, and the first k of its records
+		 */
+		atomic { split_copy(0) }
+	:: failovers < FAILOVERS && node <= 1 && FAILOVERS > 1 && lop != 0 ->
+		/* the same for S2, from the primary of the moment */
+		atomic { split_copy(1) }
+#endif
 	:: failovers < FAILOVERS && node <= 1 && FAILOVERS > 1 ->
 		/* S2 replays the primary's WAL up to now (or never: state lost) */
 		d_step {
 			r[1].holder = l_holder; r[1].token = l_token;
-			r[1].expires = l_expires; COPY_COUNTER(1); r[1].tl = tl
+			r[1].expires = l_expires; COPY_COUNTER(1); r[1].tl = tl;
+			COPY_TOKEN_STATE(1)
 		}
 	::
 		/*
@@ -328,10 +531,19 @@ active proctype server()
 			counter = r[failovers].counter;
 #endif
 			tl = r[failovers].tl + 1;
+#ifdef LOST_TAIL
+			fence = r[failovers].fence; bstart = r[failovers].bstart;
+			btl = r[failovers].btl; pend = r[failovers].pend;
+			origin = r[failovers].origin; wok = r[failovers].wok;
+			lop = 0;
+#endif
 			failovers++;
 			node = failovers;
 #if defined(TOKEN_ROLLBACK)
 			entry = clock;
+#elif defined(LOST_TAIL)
+			/* the copied band's timeline is not the new one: an entry is due */
+			skip;
 #elif defined(CLOCK_BANDS)
 			bstart = 0;
 #else
@@ -343,10 +555,15 @@ active proctype server()
 #endif
 			printf("MSC: t=%d failover to S%d: the lease row is back to token %d (0: free), counter %d, timeline %d\n",
 				   clock, node, l_token, counter, tl);
+#ifdef LOST_TAIL
+			printf("MSC: t=%d   the fence is back to %d; token state: band start %d, band timeline %d, origin %d, witness %d, pending %d\n",
+				   clock, fence, bstart, btl, origin, wok, pend);
+#endif
 			/* the promoted standby's copy is spent */
 			r[node - 1].holder = 0; r[node - 1].token = 0;
 			r[node - 1].expires = 0; r[node - 1].counter = 0;
-			r[node - 1].tl = 0
+			r[node - 1].tl = 0;
+			COPY_RESET(node - 1)
 		}
 #ifdef RESUME
 	::
@@ -375,6 +592,47 @@ active proctype server()
  * The band entry of fencing_issue_token(): pending after a failover and on
  * a fresh install; the next token is max(counter + 1, the node's clock).
  */
+#ifdef LOST_TAIL
+/* the state before a raise or band entry, for a copy that stops inside it */
+inline save_pre(kind)
+{
+	lop = kind;
+	lpre_counter = counter; lpre_bstart = bstart; lpre_btl = btl;
+	lpre_pend = pend; lpre_origin = origin; lpre_wok = wok;
+	lpre_holder = l_holder; lpre_token = l_token; lpre_expires = l_expires;
+	lpre_fence = fence
+}
+
+/*
+ * fencing_issue_token(): a band entry when classify() finds one due, or
+ * a raise; the records themselves are in copy_records()
+ */
+inline enter_band()
+{
+	if
+	:: ENTRY_DUE ->
+		save_pre(2);
+		bstart = (counter + 1 > CLK(node) -> counter + 1 : CLK(node));
+		if
+		:: counter < bstart - 1 -> counter = bstart - 1
+		:: else
+		fi;
+		btl = tl; pend = false; origin = 1; wok = true;
+		lvalue = bstart; lentry_tl = tl;
+		entry = clock;
+		rbase = bstart; rtick = clock;
+		printf("MSC: t=%d node %d enters a band at %d\n", clock, node, bstart)
+	:: RAISE ->
+		save_pre(1);
+		counter = CLK(node) - 1;
+		lvalue = counter;
+		rbase = CLK(node); rtick = clock;
+		printf("MSC: t=%d node %d raises its counter to the clock: next token %d\n",
+			   clock, node, rbase)
+	:: else
+	fi
+}
+#else
 inline enter_band()
 {
 	if
@@ -404,6 +662,7 @@ inline enter_band()
 	:: else
 	fi
 }
+#endif
 
 /* worker names: A is the one that spin's breadth-first search runs first */
 #define NAME	('A' + NW - me)
@@ -422,7 +681,7 @@ inline fenced_write()
 {
 	w++;
 	if
-	:: ACCEPTS(tok) ->
+	:: ACCEPTS(tok) && !BAND_REFUSES(tok) ->
 		printf("MSC: t=%d worker %c writes with token %d: accepted\n", clock, NAME, tok);
 		P1(tok);
 		P3(grant);
@@ -436,8 +695,8 @@ inline fenced_write()
 		accGrant = grant;
 		goto held
 	:: else ->
-		printf("MSC: t=%d worker %c writes with token %d: refused, fence %d\n",
-			   clock, NAME, tok, fence);
+		printf("MSC: t=%d worker %c writes with token %d: refused (%e), fence %d\n",
+			   clock, NAME, tok, (ACCEPTS(tok) -> LF005 : LF001), fence);
 		goto release
 	fi
 }

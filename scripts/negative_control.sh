@@ -33,7 +33,7 @@ cd "$(dirname "$0")/.."
 # here, one #ifdef in the C)
 declare -A variant_tests=(
 	[FENCING_PLAIN_NEXTVAL]="t/001_crash.pl t/002_promotion.pl t/003_pitr.pl t/004_dump_restore.pl t/006_restore_same_db.pl"
-	[FENCING_NO_DURABLE_FENCE]="t/008_durable_fence.pl"
+	[FENCING_NO_DURABLE_FENCE]="t/008_durable_fence.pl t/021_same_token_crash.pl"
 	[FENCING_TIMELINE_BANDS]="t/010_double_failover.pl t/011_logical_switchover.pl t/012_lost_tail.pl t/013_clock_skew.pl t/070_patroni.pl"
 	[FENCING_NO_CLOCK_FLOOR]="t/015_resumed_primary.pl"
 )

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh: install build dependencies, build with -Wall -Wextra -Werror,
 # install, and run every suite: pg_regress, isolation specs, the
-# documentation's code blocks (scripts/doc_test.sh), TAP tests, the negative
+# documentation's code blocks (scripts/doc_test.sh), TAP tests, the soak
+# run's short mode (bench/soak.sh --short), the negative
 # control and the model check on PostgreSQL 15; then the version matrix
 # (scripts/matrix.sh: build, regress, isolation and the token TAP tests on
 # 13, 14, 16, 17 and 18).
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/.."
 . scripts/deps.sh
 . scripts/citus.sh
 
-suites=${FENCING_SUITES:-"regress isolation docs tap negative model matrix"}
+suites=${FENCING_SUITES:-"regress isolation docs tap soak negative model matrix"}
 # fencing_install_deps installs Patroni and etcd: here t/070_patroni.pl must
 # not skip for want of them
 export FENCING_REQUIRE_HA_TOOLS=1
@@ -109,7 +110,7 @@ run_suite() {
 	local p f
 	p=$(grep -Ec '^(ok|test) .* ok( |$)|^ok [0-9]+ ' "$log" || true)
 	case $name in
-	negative | model | docs | matrix)
+	negative | model | docs | matrix | soak)
 		p=$(sed -n 's/^[a-z ]*: \([0-9]*\) passed, \([0-9]*\) failed.*/\1/p' "$log" | tail -n1)
 		f=$(sed -n 's/^[a-z ]*: \([0-9]*\) passed, \([0-9]*\) failed.*/\2/p' "$log" | tail -n1)
 		p=${p:-0}
@@ -175,6 +176,11 @@ for s in $suites; do
 			fi
 			rm -f "$matrix_prep_log"
 		fi
+		;;
+	soak)
+		# bench/soak.sh --short: 64 clients for 2.5 minutes; sizes, dead
+		# tuples and buffers per call stay flat, nothing lost, no errors
+		run_suite_as_root soak bash "$top/bench/soak.sh" --short
 		;;
 	negative)
 		# the token tests must fail against a plain nextval()

@@ -114,6 +114,16 @@ SELECT fencing.lease_acquire('lr_one', 'forbidden', '1 min');
 \set VERBOSITY default
 SELECT holder, token = :t4 AS unchanged, state FROM fencing.lease_status WHERE name = 'lr_one';
 SELECT fencing.lease_acquire('lr_one', 'allowed', '1 min') IS NOT NULL AS allowed;
+-- a session keeps the constraints parsed (lease_row.c): one replaced by
+-- another of the same name is the one checked, by this session too
+SELECT token AS t6 FROM fencing.leases WHERE name = 'lr_one' \gset
+SELECT fencing.lease_release('lr_one', :t6) AS released;
+ALTER TABLE fencing.leases DROP CONSTRAINT lr_no_forbidden,
+	ADD CONSTRAINT lr_no_forbidden CHECK (holder OPERATOR(pg_catalog.<>) 'forbidden2');
+\set VERBOSITY sqlstate
+SELECT fencing.lease_acquire('lr_one', 'forbidden2', '1 min');
+\set VERBOSITY default
+SELECT fencing.lease_acquire('lr_one', 'forbidden', '1 min') IS NOT NULL AS allowed;
 ALTER TABLE fencing.leases DROP CONSTRAINT lr_no_forbidden;
 
 -- NOT NULL added by an administrator: an acquire stores released_at NULL,

@@ -157,6 +157,25 @@ SELECT fencing.lease_acquire('ms_w', 'h3', '10 min') IS NULL AS busy,
 	   fencing.lease_acquire('ms_w', 'h1', '10 min', '1 min') IS NOT NULL AS own;
 SELECT waits, wait_timeouts, acquires FROM fencing_monitor.stats;
 
+-- ---- prepared transactions: lease events count at COMMIT PREPARED ----
+SELECT fencing_monitor.stats_reset() IS NOT NULL AS reset;
+SELECT fencing.lease_acquire('ms_p', 'h1', '1 ms') IS NOT NULL AS acquired;
+SELECT pg_sleep(0.01);
+-- a takeover of the expired lease, prepared and rolled back: nothing
+BEGIN;
+SELECT fencing.lease_acquire('ms_p', 'h2', '10 min') IS NOT NULL AS taken_over;
+PREPARE TRANSACTION 'ms_p1';
+SELECT * FROM pg_temp.counters();
+ROLLBACK PREPARED 'ms_p1';
+SELECT * FROM pg_temp.counters();
+-- prepared and committed: counted once committed, not before
+BEGIN;
+SELECT fencing.lease_acquire('ms_p', 'h2', '10 min') IS NOT NULL AS taken_over;
+PREPARE TRANSACTION 'ms_p2';
+SELECT * FROM pg_temp.counters();
+COMMIT PREPARED 'ms_p2';
+SELECT * FROM pg_temp.counters();
+
 -- ---- the reset ----
 SELECT r = (SELECT stats_reset FROM fencing_monitor.stats_info) AS stats_reset_now,
 	   r >= now() AS not_before_this_transaction
@@ -197,8 +216,78 @@ SELECT i.stats_reset IS NOT DISTINCT FROM r.stats_reset AS not_reset
   FROM fencing_monitor.stats_info AS i, ms_reset AS r;
 
 DROP TABLE ms_rows, ms_guarded, ms_jobs;
-SELECT fencing.lease_force_release(n) FROM unnest(ARRAY['ms_w', 'ms_w2', 'ms_s', 'ms_c', 'ms_plain']) AS n;
+SELECT fencing.lease_force_release(n) FROM unnest(ARRAY['ms_w', 'ms_w2', 'ms_s', 'ms_c', 'ms_plain', 'ms_p']) AS n;
 DELETE FROM fencing.leases WHERE name LIKE 'ms\_%';
 DROP ROLE regress_ms_monitor;
 REVOKE USAGE ON SCHEMA fencing FROM regress_ms_plain;
 DROP ROLE regress_ms_plain;
+
+-- ---- in new sessions ----
+\set regress_db :DBNAME
+SELECT fencing.lease_acquire('ms_p', 'h1', '10 min') AS t \gset
+-- a prepared release, committed by a session that never loaded fencing:
+-- the next read counts it
+BEGIN;
+SELECT fencing.lease_release('ms_p', :t) AS released;
+PREPARE TRANSACTION 'ms_p3';
+SELECT COALESCE(releases, 0) AS releases_before FROM fencing_monitor.stats \gset
+\c
+COMMIT PREPARED 'ms_p3';
+SELECT releases - :releases_before AS releases_counted FROM fencing_monitor.stats;
+
+-- a refusal in a parallel worker counts: the worker attaches when it loads
+-- the library, before its parallel operation starts
+\c
+CREATE TABLE ms_par (id int, fence bigint);
+INSERT INTO ms_par SELECT g, 100 FROM generate_series(1, 10) AS g;
+SELECT COALESCE(fence_advance_refusals, 0) AS refusals_before FROM fencing_monitor.stats \gset
+SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000
+					   THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END,
+				  'on', false) AS parallel;
+SET parallel_leader_participation = off;
+\set VERBOSITY sqlstate
+SELECT fencing.fence_advance(fence, 5) FROM ms_par;
+\set VERBOSITY default
+RESET parallel_leader_participation;
+SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000
+					   THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END,
+				  'off', false) AS serial;
+SELECT fence_advance_refusals - :refusals_before AS worker_refusal_counted
+  FROM fencing_monitor.stats;
+DROP TABLE ms_par;
+
+-- a new session's first read, planned in parallel where it could be (the
+-- exporter's, over a large fencing.leases), counts: the functions behind
+-- the counters are PARALLEL UNSAFE, so the read runs in the leader, outside
+-- parallel mode
+\c
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+SET max_parallel_workers_per_gather = 2;
+SELECT i.counting = (s.acquires IS NOT NULL) AS read_consistent,
+	   i.counting = (current_setting('server_version_num')::int >= 170000
+					 OR 'fencing' = ANY (string_to_array(replace(
+						 current_setting('shared_preload_libraries'), ' ', ''), ',')))
+	   AS counting_as_documented
+  FROM fencing_monitor.stats AS s, fencing_monitor.stats_info AS i;
+SELECT p.proname, p.proparallel FROM pg_catalog.pg_proc AS p
+ WHERE p.pronamespace = 'fencing_monitor'::regnamespace ORDER BY 1;
+RESET ALL;
+
+-- the counters start from zero with the extension (DROP EXTENSION leaves
+-- them in shared memory)
+CREATE DATABASE regress_ms_db;
+\c regress_ms_db
+CREATE EXTENSION fencing;
+SELECT fencing.lease_acquire('ms_x', 'h1', '10 min') IS NOT NULL AS acquired;
+SELECT COALESCE(stats_reset, '-infinity') AS first_reset FROM fencing_monitor.stats_info \gset
+SELECT acquires FROM fencing_monitor.stats;
+DROP EXTENSION fencing;
+CREATE EXTENSION fencing;
+SELECT acquires, leases FROM fencing_monitor.stats;
+SELECT i.stats_reset > :'first_reset' OR NOT i.counting AS reset_at_create
+  FROM fencing_monitor.stats_info AS i;
+\c :regress_db
+DROP DATABASE regress_ms_db;
+DELETE FROM fencing.leases WHERE name = 'ms_p';

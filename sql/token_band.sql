@@ -64,7 +64,7 @@ SELECT fencing.lease_check('tb', :t_new) AS checked,
 	   fencing.fence_advance(:t_old, :t_new) = :t_new AS advanced;
 UPDATE tb_rows SET fence = :t_new WHERE id = 1 RETURNING fence = :t_new AS written;
 
--- a database that also guards resources with another cluster's tokens
+-- a database that also guards resources with another database's tokens
 SET fencing.refuse_old_band = off;
 SELECT fencing.fence_advance(NULL, :t_old) = :t_old AS compares_numbers_only;
 RESET fencing.refuse_old_band;
@@ -73,6 +73,19 @@ SET ROLE regress_tb_plain;
 SELECT pg_temp.try('SET fencing.refuse_old_band = off') AS plain_role_may_not;
 RESET ROLE;
 DROP ROLE regress_tb_plain;
+
+-- lease rows that arrive with a token above the counter make a band entry
+-- due; until the next token enters it, this database's band still holds:
+-- tokens from before it stay refused, the live lease stays valid
+INSERT INTO fencing.leases (name, holder, holder_role, token, acquired_at, expires_at)
+	VALUES ('tb_arrived', 'Z', current_user::regrole,
+			(SELECT last_value FROM fencing.token_seq) + 1000, now(), now() + '10 min');
+SELECT pg_temp.try(format('SELECT fencing.fence_advance(NULL, %s)', :t_old)) AS still_refused;
+SELECT fencing.lease_check('tb', :t_new) AS still_current;
+SELECT fencing.next_token() > (SELECT token FROM fencing.leases WHERE name = 'tb_arrived')
+	AS above_the_arrived_token;
+SELECT pg_temp.try(format('SELECT fencing.lease_check(%L, %s)', 'tb', :t_new)) AS entered_a_band;
+DELETE FROM fencing.leases WHERE name = 'tb_arrived';
 
 -- the epoch file is set in the server's configuration only
 SHOW fencing.epoch_file;

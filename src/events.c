@@ -237,8 +237,8 @@ lease_locktag(LOCKTAG *tag, const char *name, int len)
 /*
  * fencing._lease_lock_tag(name): the hash in the lease's lock tags, as
  * pg_locks shows them (classid its high 32 bits, objid its low 32 bits;
- * objsubid 17989 and 17990), so that a superuser can tell whose waiters
- * are whose.  Not granted to PUBLIC.
+ * objsubid 17989 and 17990), so that fencing_monitor.waiters can tell
+ * whose waiters are whose.  Granted to pg_monitor, not to PUBLIC.
  */
 Datum
 fencing_lease_lock_tag(PG_FUNCTION_ARGS)
@@ -272,21 +272,54 @@ fencing_waiter_unregister(const char *name, int len)
  * The wait event a waiter at the head of a lease's queue sleeps in, as
  * pg_stat_activity shows it: Extension:FencingLeaseWait on PostgreSQL 17
  * and later, the generic Extension:Extension before (fencing_monitor.waiters
- * finds waiters on every major).
+ * finds waiters on every major).  Looked up once per backend, before its
+ * first sleep.
  */
-static uint32
-lease_wait_event(void)
-{
-#if PG_VERSION_NUM >= 170000
-	static uint32 wait_event = 0;
+static uint32 lease_wait_event = PG_WAIT_EXTENSION;
 
-	if (wait_event == 0)
-		wait_event = WaitEventExtensionNew("FencingLeaseWait");
-	return wait_event;
-#else
-	return PG_WAIT_EXTENSION;
-#endif
+#if PG_VERSION_NUM >= 170000
+/*
+ * Register FencingLeaseWait, in an internal subtransaction: the table of
+ * custom wait events is shared by every extension and holds 128 of them,
+ * and a full one raises an error, which must not fail the acquire.  Then
+ * this backend's waiters sleep in Extension:Extension.
+ */
+static void
+look_up_wait_event(void)
+{
+	static bool looked_up = false;
+	MemoryContext oldcontext = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+
+	if (looked_up)
+		return;
+	looked_up = true;
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcontext);
+	PG_TRY();
+	{
+		lease_wait_event = WaitEventExtensionNew("FencingLeaseWait");
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		ereport(LOG,
+				(errmsg("fencing waiters of this session sleep in wait event Extension:Extension"),
+				 errdetail("Registering wait event FencingLeaseWait failed: %s",
+						   edata->message)));
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(oldcontext);
+	CurrentResourceOwner = oldowner;
 }
+#endif
 
 /*
  * Sleep until our latch is set or "timeout_ms" passes.  Errors out at
@@ -299,14 +332,17 @@ fencing_waiter_sleep(long timeout_ms)
 	int			events = WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH;
 	int			rc;
 
+#if PG_VERSION_NUM >= 170000
+	look_up_wait_event();
+#endif
 #if PG_VERSION_NUM >= 150000
 	if (MyProcPort != NULL)
 		events |= WL_SOCKET_CLOSED;
 	rc = WaitLatchOrSocket(MyLatch, events,
 						   MyProcPort != NULL ? MyProcPort->sock : PGINVALID_SOCKET,
-						   timeout_ms, lease_wait_event());
+						   timeout_ms, lease_wait_event);
 #else
-	rc = WaitLatch(MyLatch, events, timeout_ms, lease_wait_event());
+	rc = WaitLatch(MyLatch, events, timeout_ms, lease_wait_event);
 #endif
 	ResetLatch(MyLatch);
 #if PG_VERSION_NUM >= 150000

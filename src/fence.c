@@ -9,10 +9,15 @@
  * the statement really updates, whatever plan the planner picks, and
  * raises instead of letting a stale write turn into a silent "0 rows".
  *
- * Every fenced write is made durable before it is acknowledged, whatever
- * synchronous_commit says (fencing_fenced_write_durable): a write lost in a
- * crash after its client was told it succeeded would move the row's fence
- * back, and the stale holder the fence refused would get in.
+ * Every fenced write that moves a row's fence is made durable before it is
+ * acknowledged, whatever synchronous_commit says
+ * (fencing_fenced_write_durable): a write lost in a crash after its client
+ * was told it succeeded would move the row's fence back, and the stale
+ * holder the fence refused would get in.  A write that leaves the fence
+ * where it is (the holder writing again with the token the row is fenced
+ * with) needs no flush: lost, it leaves the row fenced with the same token,
+ * made durable by the write that put it there before anyone saw it, and
+ * its own data is as durable as synchronous_commit says.
  *
  * The three are IMMUTABLE, which Citus needs to send them to its workers
  * with an UPDATE's SET list, WHERE clause or ON CONFLICT DO UPDATE.  The
@@ -216,6 +221,7 @@ fencing_fence_advance(PG_FUNCTION_ARGS)
 {
 	int64		token = fencing_token_arg(fcinfo, 1);
 	bool		allow_same;
+	bool		moves = true;
 
 	fencing_require_arg(fcinfo, 2, "allow_same");
 	allow_same = PG_GETARG_BOOL(2);
@@ -227,10 +233,13 @@ fencing_fence_advance(PG_FUNCTION_ARGS)
 
 		if (fence > token || (fence == token && !allow_same))
 			fencing_report_stale(token, fence, NULL);
+		moves = fence != token;
 	}
 	/* the row's newer fence may have been lost at failover */
 	fencing_check_token_band(token);
-	fencing_fenced_write_durable();
+	/* the fence stays: a lost write lets no stale holder in (above) */
+	if (moves)
+		fencing_fenced_write_durable();
 	PG_RETURN_INT64(token);
 }
 

@@ -29,7 +29,9 @@
  * in the fence column, goes through the band check (LF005).
  *
  * Every write it lets through with a token (or a fence) is made durable
- * before it is acknowledged (fencing_fenced_write_durable, fence.c).
+ * before it is acknowledged (fencing_fenced_write_durable, fence.c), but
+ * an UPDATE that leaves the row's fence at the token it carries: lost in a
+ * crash, it leaves the row fenced as before (fence.c says why).
  *
  * In logical replication apply (only if the trigger is ENABLE ALWAYS or
  * ENABLE REPLICA: by default triggers do not fire there) the publisher
@@ -400,7 +402,9 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 		fencing_refuse_guc_placeholders();
 		return PointerGetDatum(newtuple);
 	}
-	fencing_fenced_write_durable();
+	/* stamped with the token the row is fenced with, the fence stays */
+	if (!has_old || old_fence != token)
+		fencing_fenced_write_durable();
 	remember_admitted_update(fcinfo, oldtuple);
 	return PointerGetDatum(stamp_fence(newtuple, desc, attnum, token));
 }

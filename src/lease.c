@@ -402,7 +402,7 @@ take_own(LeaseRequest *req, int32 slots, LeaseResult *res)
  * free is a wall-clock difference, and only ever shortens a sleep.
  */
 static bool
-wait_and_acquire(LeaseRequest *req, int32 slots, int64 deadline,
+wait_and_acquire(LeaseRequest *req, int32 slots, int64 start, int64 deadline,
 				 LeaseResult *res)
 {
 	const char *nm = VARDATA_ANY(req->name);
@@ -423,7 +423,7 @@ wait_and_acquire(LeaseRequest *req, int32 slots, int64 deadline,
 			acquired = true;
 			break;
 		}
-		fencing_stats_wait_begin(fencing_monotonic_usecs());
+		fencing_stats_wait_begin(start);
 		left = deadline - fencing_monotonic_usecs();
 		if (left <= 0)
 			break;
@@ -458,9 +458,10 @@ wait_and_acquire(LeaseRequest *req, int32 slots, int64 deadline,
  * Wait in arrival order: queue behind the lease's waiters (events.c), and
  * wait for the lease once at the head; leaving the queue makes the next
  * waiter the head.  A holder re-acquiring its own lease does not queue.
+ * A wait, counted, lasts from the call's start (start).
  */
 static bool
-acquire_waiting(LeaseRequest *req, int32 slots, int64 deadline,
+acquire_waiting(LeaseRequest *req, int32 slots, int64 start, int64 deadline,
 				LeaseResult *res)
 {
 	const char *nm = VARDATA_ANY(req->name);
@@ -471,14 +472,14 @@ acquire_waiting(LeaseRequest *req, int32 slots, int64 deadline,
 	{
 		if (take_own(req, slots, res))
 			return true;
-		fencing_stats_wait_begin(fencing_monotonic_usecs());
+		fencing_stats_wait_begin(start);
 		if (!fencing_queue_enter(nm, len, deadline))
 		{
 			fencing_stats_wait_end(false);
 			return false;
 		}
 	}
-	acquired = wait_and_acquire(req, slots, deadline, res);
+	acquired = wait_and_acquire(req, slots, start, deadline, res);
 	fencing_queue_leave(nm, len);
 	fencing_stats_wait_end(acquired);
 	return acquired;
@@ -535,7 +536,7 @@ acquire(LeaseRequest *req, int32 slots, int64 wait_usecs)
 			return 0;
 		}
 	}
-	else if (!acquire_waiting(req, slots, deadline, &res))
+	else if (!acquire_waiting(req, slots, deadline - wait_usecs, deadline, &res))
 		return 0;
 
 	fencing_stats_acquired(res.takeover, res.lapsed);

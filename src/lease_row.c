@@ -52,8 +52,12 @@
 #if PG_VERSION_NUM >= 160000
 #include "parser/parse_relation.h"
 #endif
+#if PG_VERSION_NUM >= 180000
+#include "rewrite/rewriteHandler.h"
+#endif
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
@@ -578,6 +582,155 @@ change_row(LeaseStatement stmt, TupleTableSlot *old, const LeaseRequest *req,
 	ExecMaterializeSlot(new);
 }
 
+#if PG_VERSION_NUM >= 180000
+#define ri_CheckExprs ri_CheckConstraintExprs
+#else
+#define ri_CheckExprs ri_ConstraintExprs
+#endif
+
+/*
+ * The CHECK constraints of fencing.leases, parsed: the executor parses
+ * each one's text (stringToNode) for every new ResultRelInfo, which for a
+ * single-row update is every write, and that was a tenth of a lease
+ * cycle's instructions.  Kept per backend as the relcache keeps an index's
+ * expressions, and parsed again when the catalog generation or a
+ * constraint's text changes.
+ */
+static struct
+{
+	uint64		generation;		/* layout.generation when parsed; 0: never */
+	int			ncheck;
+	char	  **ccbin;			/* each constraint's text, as parsed */
+	Node	  **exprs;			/* NULL for a constraint not enforced */
+	MemoryContext cxt;
+}			checks;
+
+static bool
+checks_current(TupleConstr *constr)
+{
+	if (checks.generation != layout.generation ||
+		checks.ncheck != constr->num_check)
+		return false;
+	for (int i = 0; i < constr->num_check; i++)
+	{
+		if (strcmp(checks.ccbin[i], constr->check[i].ccbin) != 0)
+			return false;
+#if PG_VERSION_NUM >= 180000
+		if ((checks.exprs[i] != NULL) != constr->check[i].ccenforced)
+			return false;
+#endif
+	}
+	return true;
+}
+
+static void
+parse_checks(Relation rel, TupleConstr *constr)
+{
+	MemoryContext old;
+
+	checks.generation = 0;
+	if (checks.cxt == NULL)
+		checks.cxt = AllocSetContextCreate(CacheMemoryContext,
+										   "fencing.leases CHECK constraints",
+										   ALLOCSET_SMALL_SIZES);
+	MemoryContextReset(checks.cxt);
+	old = MemoryContextSwitchTo(checks.cxt);
+	checks.ncheck = constr->num_check;
+	checks.ccbin = palloc(sizeof(char *) * constr->num_check);
+	checks.exprs = palloc0(sizeof(Node *) * constr->num_check);
+	for (int i = 0; i < constr->num_check; i++)
+	{
+		checks.ccbin[i] = pstrdup(constr->check[i].ccbin);
+#if PG_VERSION_NUM >= 180000
+		/* as ExecRelCheck: one not enforced is not checked */
+		if (!constr->check[i].ccenforced)
+			continue;
+		checks.exprs[i] = expand_generated_columns_in_expr(stringToNode(checks.ccbin[i]),
+														   rel, 1);
+#else
+		checks.exprs[i] = stringToNode(checks.ccbin[i]);
+#endif
+	}
+	MemoryContextSwitchTo(old);
+	checks.generation = layout.generation;
+}
+
+/*
+ * What ExecRelCheck does when it first meets the ResultRelInfo, from the
+ * parsed constraints: each planned and initialized for this write, as the
+ * executor would, so a function a constraint calls is looked up anew.
+ * Leaves it to the executor when the relation's constraints are not
+ * what the catalog says (it raises then).
+ */
+static void
+prepare_checks(ResultRelInfo *rri, Relation rel, EState *estate)
+{
+	TupleConstr *constr = RelationGetDescr(rel)->constr;
+	MemoryContext old;
+
+	if (constr == NULL || constr->num_check == 0 ||
+		constr->num_check != rel->rd_rel->relchecks)
+		return;
+	if (!checks_current(constr))
+		parse_checks(rel, constr);
+	old = MemoryContextSwitchTo(estate->es_query_cxt);
+	rri->ri_CheckExprs = palloc0(sizeof(ExprState *) * checks.ncheck);
+	for (int i = 0; i < checks.ncheck; i++)
+		if (checks.exprs[i] != NULL)
+			rri->ri_CheckExprs[i] = ExecPrepareExpr((Expr *) copyObject(checks.exprs[i]),
+													estate);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * The function of the extension's own trigger on fencing.leases,
+ * leases_restored, which lets the extension's writes be (lease_arrival.c),
+ * as found in the catalog generation learned.
+ */
+static struct
+{
+	uint64		generation;		/* layout.generation when found; 0: never */
+	Oid			fn;				/* InvalidOid: not there */
+}			arrival;
+
+/*
+ * Are all the triggers of fencing.leases the extension's leases_restored?
+ * Then a lease write need not fire them: they would let it be, and firing
+ * a BEFORE ROW trigger fetches and locks the old row version again, which
+ * cost a lease cycle 5% of its instructions.  A table with triggers of
+ * its own fires them all, ours included.
+ */
+static bool
+only_arrival_triggers(Relation rel)
+{
+	TriggerDesc *td = rel->trigdesc;
+
+	if (td == NULL)
+		return true;
+	if (arrival.generation != layout.generation)
+	{
+		Oid			nsp = fencing_catalog()->namespace_oid;
+
+		arrival.fn = InvalidOid;
+		for (int i = 0; i < td->numtriggers && !OidIsValid(arrival.fn); i++)
+		{
+			Oid			fn = td->triggers[i].tgfoid;
+			char	   *name = get_func_name(fn);
+
+			if (name != NULL && strcmp(name, "_leases_restored") == 0 &&
+				get_func_namespace(fn) == nsp)
+				arrival.fn = fn;
+		}
+		arrival.generation = layout.generation;
+	}
+	if (!OidIsValid(arrival.fn))
+		return false;
+	for (int i = 0; i < td->numtriggers; i++)
+		if (td->triggers[i].tgfoid != arrival.fn)
+			return false;
+	return true;
+}
+
 /*
  * Store the new version of the locked row through the executor's
  * single-row update.  False if a BEFORE ROW trigger skipped it.
@@ -616,6 +769,9 @@ update_row(Relation rel, Snapshot snapshot, TupleTableSlot *old,
 #endif
 
 	InitResultRelInfo(rri, rel, 1, NULL, 0);
+	prepare_checks(rri, rel, estate);
+	if (only_arrival_triggers(rel))
+		rri->ri_TrigDesc = NULL;
 #if PG_VERSION_NUM >= 140000
 	estate->es_opened_result_relations = list_make1(rri);
 #else

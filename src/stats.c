@@ -6,36 +6,50 @@
  *
  * A refused write rolls back its transaction, so its count cannot live in
  * a table; it lives in shared memory, as 64-bit atomics that a count adds
- * to without a lock.  Where that memory comes from depends on the major:
+ * to without a lock.  Where that memory comes from:
  *
- *	- PostgreSQL 17 and later: a segment of the dynamic shared memory
- *	  registry (GetNamedDSMSegment), created by the first backend that
- *	  counts, with or without shared_preload_libraries;
- *	- 13 to 16: the main shared memory, which a library can only reserve
- *	  when it is in shared_preload_libraries.  Without it nothing counts,
- *	  and fencing_monitor.stats_info says so.
+ *	- with fencing in shared_preload_libraries, on every major: the main
+ *	  shared memory, reserved at server start, which every process (parallel
+ *	  workers too) has from its start;
+ *	- without it, PostgreSQL 17 and later: a segment of the dynamic shared
+ *	  memory registry (GetNamedDSMSegment), created by the first backend
+ *	  that loads the library;
+ *	- without it, 13 to 16: none.  Nothing counts, and
+ *	  fencing_monitor.stats_info says so.
  *
  * Counters start at zero when the server starts (they are not saved across
  * a restart: Prometheus's rate() and increase() take a reset in their
- * stride) and when stats_reset() is called; stats_info.stats_reset says
- * since when.  Each database has an entry of its own, claimed by its first
- * count or look; an entry of a dropped database is reused when the table
- * is full.
+ * stride), when stats_reset() is called, and when the extension is created
+ * (its install script resets them); stats_info.stats_reset says since
+ * when.  Each database has an entry of its own, claimed by its first count
+ * or look; an entry of a dropped database is reused when the table is full.
+ * A backend that found the table full tries again a second later.
  *
  * Lease events count when their transaction commits: they are kept per
  * (sub)transaction level until then, and dropped with an aborted
- * (sub)transaction.  Refusals and waits count at once.
+ * (sub)transaction.  Those of a prepared transaction wait in shared memory
+ * with its XID, and count once COMMIT PREPARED has committed it (the next
+ * read of the counters looks, whoever ran COMMIT PREPARED); ROLLBACK
+ * PREPARED drops them.  Refusals and waits count at once.
  *
  * No count raises an error.  Attaching to the segment can fail (a full
- * /dev/shm), so the first attach of a backend runs in an internal
- * subtransaction, and a failure turns counting off for the backend with a
- * WARNING instead of replacing the caller's result or error.
+ * /dev/shm), so a backend attaches in an internal subtransaction, and a
+ * failure turns counting off for the backend with a WARNING instead of
+ * replacing the caller's result or error.  It attaches when it loads the
+ * library, which a backend does in a transaction before it runs anything
+ * of it in parallel, and a parallel worker before its parallel operation
+ * starts: a subtransaction cannot end in the leader of a parallel
+ * operation that writes (CREATE TABLE AS), so a backend never attaches
+ * there.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/parallel.h"
+#include "access/transam.h"
+#include "access/twophase.h"
 #include "access/xact.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -47,10 +61,12 @@
 #include "storage/spin.h"
 #include "utils/builtins.h"
 #include "utils/float.h"
+#include "utils/fmgrprotos.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
+#include "utils/xid8.h"
 #if PG_VERSION_NUM >= 170000
 #include "storage/dsm_registry.h"
 #endif
@@ -63,6 +79,9 @@ FENCING_FUNCTION(fencing_stats_reset);
 
 /* databases that count at once */
 #define STATS_DATABASES		256
+
+/* how long a backend that found the table full waits to try again */
+#define TABLE_FULL_RETRY_USECS	USECS_PER_SEC
 
 /*
  * Upper bounds of the wait-time buckets, in microseconds (1 ms to 5 min),
@@ -84,10 +103,32 @@ typedef struct StatsEntry
 	pg_atomic_uint64 wait_usecs;
 } StatsEntry;
 
+/*
+ * The lease events of a prepared transaction, until it commits or rolls
+ * back.  A slot goes FREE -> RESERVED (at PRE_PREPARE, by the preparing
+ * backend) -> PREPARED (filled, at PREPARE) -> RESOLVING (by the one
+ * backend that saw the transaction end) -> FREE.
+ */
+#define PREPARED_FREE		0
+#define PREPARED_RESERVED	1
+#define PREPARED_READY		2
+#define PREPARED_RESOLVING	3
+
+typedef struct PreparedEvents
+{
+	pg_atomic_uint32 state;
+	Oid			dboid;
+	FullTransactionId fxid;
+	uint64		counts[FENCING_STAT_FIRST_AT_ONCE];
+} PreparedEvents;
+
 typedef struct StatsShared
 {
 	slock_t		mutex;			/* claiming and freeing entries */
+	int			nprepared;		/* slots in prepared[] */
+	pg_atomic_uint32 prepared_used; /* slots not FREE, to skip looking */
 	StatsEntry	entries[STATS_DATABASES];
+	PreparedEvents prepared[FLEXIBLE_ARRAY_MEMBER];
 } StatsShared;
 
 static StatsShared *shared = NULL;
@@ -97,6 +138,10 @@ static StatsEntry *entry = NULL;
 
 /* why this backend does not count, once it knows it never will */
 static const char *off_reason = NULL;
+
+/* the table was full: when this backend may look again (statement start) */
+static bool table_full = false;
+static TimestampTz table_full_retry_at;
 
 /* lease events of the open transaction, per subtransaction level */
 typedef struct PendingFrame
@@ -109,19 +154,32 @@ static PendingFrame *pending = NULL;
 static int	npending = 0;
 static int	maxpending = 0;
 
+/* the slot reserved for the events of the transaction being prepared */
+static PreparedEvents *reserved = NULL;
+
 /* the wait in progress: when its call started, on the monotonic clock */
 static bool wait_started = false;
 static int	wait_level;
 static int64 wait_start_usecs;
 
-#if PG_VERSION_NUM < 170000
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 #if PG_VERSION_NUM >= 150000
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 #endif
-#endif
 
 /* ---- the shared table ---- */
+
+/*
+ * One slot per transaction that can be prepared at once
+ * (max_prepared_transactions, the same in every process of a server).
+ */
+static Size
+shared_size(void)
+{
+	return add_size(offsetof(StatsShared, prepared),
+					mul_size(Max(max_prepared_xacts, 1),
+							 sizeof(PreparedEvents)));
+}
 
 static void
 init_shared(void *ptr)
@@ -141,6 +199,10 @@ init_shared(void *ptr)
 			pg_atomic_init_u64(&e->wait_buckets[b], 0);
 		pg_atomic_init_u64(&e->wait_usecs, 0);
 	}
+	sh->nprepared = Max(max_prepared_xacts, 1);
+	pg_atomic_init_u32(&sh->prepared_used, 0);
+	for (int i = 0; i < sh->nprepared; i++)
+		pg_atomic_init_u32(&sh->prepared[i].state, PREPARED_FREE);
 }
 
 static void
@@ -154,14 +216,13 @@ reset_entry(StatsEntry *e, TimestampTz now)
 	pg_atomic_write_u64(&e->stats_reset, (uint64) now);
 }
 
-#if PG_VERSION_NUM < 170000
 #if PG_VERSION_NUM >= 150000
 static void
 stats_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	RequestAddinShmemSpace(sizeof(StatsShared));
+	RequestAddinShmemSpace(shared_size());
 }
 #endif
 
@@ -173,12 +234,11 @@ stats_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	shared = ShmemInitStruct("fencing stats", sizeof(StatsShared), &found);
+	shared = ShmemInitStruct("fencing stats", shared_size(), &found);
 	if (!found)
 		init_shared(shared);
 	LWLockRelease(AddinShmemInitLock);
 }
-#endif
 
 #if PG_VERSION_NUM >= 170000
 /*
@@ -190,14 +250,16 @@ attach_shared(void)
 {
 	bool		found;
 
-	shared = GetNamedDSMSegment("fencing stats", sizeof(StatsShared),
+	shared = GetNamedDSMSegment("fencing stats", shared_size(),
 								init_shared, &found);
 }
 
 /*
  * attach_shared in an internal subtransaction, so that an error becomes a
- * WARNING and "not counting".  Only where a subtransaction can start: in
- * a transaction, not in parallel mode.  False if it could not try now.
+ * WARNING and "not counting".  Only where a subtransaction can start and
+ * end: in a transaction, not in parallel mode (where the subtransaction's
+ * end fails if the parallel operation writes).  False if it could not try
+ * now.
  */
 static bool
 attach_guarded(void)
@@ -257,18 +319,26 @@ free_dropped_entries(void)
 	}
 }
 
+/* The entry of database "db", if it has one. */
+static StatsEntry *
+find_entry(Oid db)
+{
+	for (int i = 0; i < STATS_DATABASES; i++)
+		if (pg_atomic_read_u32(&shared->entries[i].dboid) == db)
+			return &shared->entries[i];
+	return NULL;
+}
+
 /* This database's entry, claiming a free one; NULL if the table is full. */
 static StatsEntry *
 claim_entry(void)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	StatsEntry *found = NULL;
+	StatsEntry *found = find_entry(MyDatabaseId);
 	StatsEntry *free_entry = NULL;
 
-	for (int i = 0; i < STATS_DATABASES; i++)
-		if (pg_atomic_read_u32(&shared->entries[i].dboid) == MyDatabaseId)
-			return &shared->entries[i];
-
+	if (found != NULL)
+		return found;
 	SpinLockAcquire(&shared->mutex);
 	for (int i = 0; i < STATS_DATABASES && found == NULL; i++)
 	{
@@ -293,15 +363,21 @@ claim_entry(void)
 }
 
 /*
- * This database's entry, or NULL when this backend does not count (now or
- * ever; off_reason says which).
+ * This database's entry, or NULL when this backend does not count now
+ * (off_reason says why, when it never will).  A full table is looked at
+ * again a second later, at the first count or look of a statement.
  */
 static StatsEntry *
 my_entry(void)
 {
-	if (entry != NULL || off_reason != NULL)
+	if (entry != NULL)
 		return entry;
+	if (off_reason != NULL && !table_full)
+		return NULL;
 	if (!OidIsValid(MyDatabaseId))
+		return NULL;
+	if (table_full &&
+		GetCurrentStatementStartTimestamp() < table_full_retry_at)
 		return NULL;
 #if PG_VERSION_NUM >= 170000
 	if (shared == NULL && !attach_guarded())
@@ -319,8 +395,15 @@ my_entry(void)
 		free_dropped_entries();
 		entry = claim_entry();
 	}
-	if (entry == NULL)
+	table_full = entry == NULL;
+	if (table_full)
+	{
 		off_reason = "Every entry of the counters' table is taken by other databases.";
+		table_full_retry_at = GetCurrentStatementStartTimestamp() +
+			TABLE_FULL_RETRY_USECS;
+	}
+	else
+		off_reason = NULL;
 	return entry;
 }
 
@@ -422,13 +505,130 @@ fencing_stats_wait_end(bool acquired)
 	pg_atomic_fetch_add_u64(&entry->wait_usecs, (uint64) usecs);
 }
 
+/* ---- prepared transactions ---- */
+
+/* A FREE slot made RESERVED, or NULL if there is none. */
+static PreparedEvents *
+reserve_slot(void)
+{
+	for (int i = 0; i < shared->nprepared; i++)
+	{
+		PreparedEvents *p = &shared->prepared[i];
+		uint32		expected = PREPARED_FREE;
+
+		if (pg_atomic_read_u32(&p->state) == PREPARED_FREE &&
+			pg_atomic_compare_exchange_u32(&p->state, &expected,
+										   PREPARED_RESERVED))
+		{
+			pg_atomic_fetch_add_u32(&shared->prepared_used, 1);
+			return p;
+		}
+	}
+	return NULL;
+}
+
+static void
+free_slot(PreparedEvents *p)
+{
+	pg_atomic_write_u32(&p->state, PREPARED_FREE);
+	pg_atomic_fetch_sub_u32(&shared->prepared_used, 1);
+}
+
+/*
+ * Count the events of prepared transactions that have committed since, in
+ * their databases' entries, and drop those of the ones that rolled back
+ * (or are too old for pg_xact to say).  Any backend may do it, for every
+ * database: the one that moves a slot from PREPARED to RESOLVING counts
+ * it.  Needs a transaction (pg_xact_status looks at the procarray and at
+ * pg_xact).
+ */
+static void
+resolve_prepared(void)
+{
+	if (shared == NULL || pg_atomic_read_u32(&shared->prepared_used) == 0)
+		return;
+	for (int i = 0; i < shared->nprepared; i++)
+	{
+		PreparedEvents *p = &shared->prepared[i];
+		uint32		expected = PREPARED_READY;
+		LOCAL_FCINFO(fcinfo, 1);
+		Datum		status;
+		bool		committed;
+		StatsEntry *e;
+
+		if (pg_atomic_read_u32(&p->state) != PREPARED_READY)
+			continue;
+		pg_read_barrier();
+		InitFunctionCallInfoData(*fcinfo, NULL, 1, InvalidOid, NULL, NULL);
+		fcinfo->args[0].value = FullTransactionIdGetDatum(p->fxid);
+		fcinfo->args[0].isnull = false;
+		status = pg_xact_status(fcinfo);
+		if (!fcinfo->isnull &&
+			strcmp(TextDatumGetCString(status), "in progress") == 0)
+			continue;
+		committed = !fcinfo->isnull &&
+			strcmp(TextDatumGetCString(status), "committed") == 0;
+		if (!pg_atomic_compare_exchange_u32(&p->state, &expected,
+											PREPARED_RESOLVING))
+			continue;
+		e = committed ? find_entry(p->dboid) : NULL;
+		for (int c = 0; c < FENCING_STAT_FIRST_AT_ONCE && e != NULL; c++)
+			if (p->counts[c] > 0)
+				pg_atomic_fetch_add_u64(&e->counters[c], p->counts[c]);
+		free_slot(p);
+	}
+}
+
+/*
+ * PRE_PREPARE: reserve a slot for the transaction's lease events, making
+ * room by resolving the slots of transactions that have ended.  None left
+ * (more prepared transactions at once than max_prepared_transactions
+ * allows, which PREPARE refuses anyway): the events are dropped.
+ */
+static void
+reserve_for_prepare(void)
+{
+	if (npending == 0 || entry == NULL || shared == NULL)
+		return;
+	reserved = reserve_slot();
+	if (reserved == NULL)
+	{
+		resolve_prepared();
+		reserved = reserve_slot();
+	}
+}
+
+/* PREPARE: the transaction is prepared; its events wait in its slot. */
+static void
+fill_prepared(void)
+{
+	PreparedEvents *p = reserved;
+	FullTransactionId fxid = GetTopFullTransactionIdIfAny();
+
+	reserved = NULL;
+	if (p == NULL)
+		return;
+	if (!FullTransactionIdIsValid(fxid))
+	{
+		free_slot(p);
+		return;
+	}
+	p->dboid = MyDatabaseId;
+	p->fxid = fxid;
+	memset(p->counts, 0, sizeof(p->counts));
+	for (int f = 0; f < npending; f++)
+		for (int c = 0; c < FENCING_STAT_FIRST_AT_ONCE; c++)
+			p->counts[c] += pending[f].counts[c];
+	pg_write_barrier();
+	pg_atomic_write_u32(&p->state, PREPARED_READY);
+}
+
 static void
 stats_xact_callback(XactEvent event, void *arg)
 {
 	switch (event)
 	{
 		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PREPARE:
 			for (int f = 0; f < npending && entry != NULL; f++)
 				for (int c = 0; c < FENCING_STAT_FIRST_AT_ONCE; c++)
 					if (pending[f].counts[c] > 0)
@@ -437,8 +637,19 @@ stats_xact_callback(XactEvent event, void *arg)
 			npending = 0;
 			wait_started = false;
 			break;
+		case XACT_EVENT_PRE_PREPARE:
+			reserve_for_prepare();
+			break;
+		case XACT_EVENT_PREPARE:
+			fill_prepared();
+			npending = 0;
+			wait_started = false;
+			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
+			if (reserved != NULL)
+				free_slot(reserved);
+			reserved = NULL;
 			npending = 0;
 			wait_started = false;
 			break;
@@ -484,23 +695,32 @@ stats_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	}
 }
 
+/*
+ * At library load: with shared_preload_libraries, reserve the table in the
+ * main shared memory; else (17+) attach to its segment now, where a
+ * backend loads us: in a transaction, before anything of ours runs in
+ * parallel mode.
+ */
 void
 fencing_stats_init(void)
 {
 	RegisterXactCallback(stats_xact_callback, NULL);
 	RegisterSubXactCallback(stats_subxact_callback, NULL);
-#if PG_VERSION_NUM < 170000
 	if (process_shared_preload_libraries_in_progress)
 	{
 #if PG_VERSION_NUM >= 150000
 		prev_shmem_request_hook = shmem_request_hook;
 		shmem_request_hook = stats_shmem_request;
 #else
-		RequestAddinShmemSpace(sizeof(StatsShared));
+		RequestAddinShmemSpace(shared_size());
 #endif
 		prev_shmem_startup_hook = shmem_startup_hook;
 		shmem_startup_hook = stats_shmem_startup;
+		return;
 	}
+#if PG_VERSION_NUM >= 170000
+	if (IsUnderPostmaster && shared == NULL)
+		(void) attach_guarded();
 #endif
 }
 
@@ -524,6 +744,8 @@ fencing_stats(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE ||
 		tupdesc->natts != STATS_COLS)
 		elog(ERROR, "fencing._stats() must return %d columns", STATS_COLS);
+	if (e != NULL)
+		resolve_prepared();
 	memset(nulls, e == NULL, sizeof(nulls));
 	values[0] = BoolGetDatum(e != NULL);
 	nulls[0] = false;
@@ -613,6 +835,8 @@ fencing_stats_reset(PG_FUNCTION_ARGS)
 				 errdetail("%s", off_reason ? off_reason :
 						   "The counters cannot be attached in this transaction."),
 				 errhint("See fencing_monitor.stats_info.")));
+	/* prepared transactions committed before now count before the reset */
+	resolve_prepared();
 	reset_entry(e, now);
 	PG_RETURN_TIMESTAMPTZ(now);
 }

@@ -25,7 +25,9 @@
  *	  independently gets the *same* timeline ID), when the state was
  *	  restored or copied from elsewhere, when lease rows arrived by logical
  *	  replication or a restore (fencing_token_history_arrived), on the first
- *	  token of a fresh installation, and on fencing.advance_tokens().  Two
+ *	  token of a fresh installation, on fencing.advance_tokens(), and when
+ *	  fencing.epoch_file is set or emptied (the mode follows the setting at
+ *	  once: a band of the other mode is not current).  Two
  *	  nodes that never talked still issue disjoint tokens as long as node
  *	  clocks agree to better than the time between two promotions and a node
  *	  issues fewer than one token per microsecond on average since its band
@@ -48,46 +50,105 @@
  *	  manager writes from its consensus store before promoting, and no clock
  *	  is involved: epoch e owns the tokens [e << 40, (e + 1) << 40).  A band
  *	  entry after a new timeline, a restore or a copy needs an epoch greater
- *	  than the band's; no token is issued until the file has one.
+ *	  than the band's (after a restore, pg_upgrade or a reinstall, also
+ *	  greater than any this database entered a band with before); no token
+ *	  is issued until the file has one.
  *
  * The state is kept only in non-transactional, WAL-logged sequences, never
  * in a table: an aborted transaction must not leave behind a band that
  * some other history computes differently.
  *
- *	fencing.token_seq		the counter (dumped)
- *	fencing.token_base		first token of the current band, 0: none yet
- *							(dumped)
- *	fencing.token_origin	hash of (system identifier, database OID) of the
- *							database that entered the band; 0: an entry is
- *							pending (dumped)
- *	fencing.token_band		epoch << 32 | timeline of the band (dumped)
- *	fencing.token_witness	LSN of token_origin's page as we last wrote it
- *							(not dumped)
+ *	C  fencing.token_seq		the counter (dumped)
+ *	B  fencing.token_base		first token of the current band, 0: none yet
+ *								(dumped)
+ *	O  fencing.token_origin		hash of (system identifier, database OID)
+ *								of the database that entered the band
+ *								(dumped)
+ *	N  fencing.token_band		the band's epoch and timeline, and two flags:
+ *								PENDING, a band entry is due (history
+ *								arrived, advance_tokens(), an entry under
+ *								way), and RESTORED, the entry under way
+ *								follows a restore or a first install
+ *								(dumped)
+ *	W  fencing.token_witness	the LSN of O's page as we last wrote it
+ *								(not dumped)
  *
- * A restore into another database or cluster brings a foreign origin.  A
- * restore into the very database it came from brings our own origin back,
- * but it rewrites token_origin's page, whose LSN then no longer matches the
- * witness, which no dump carries.  Either way the next token enters a band.
+ * The state is this database's own ("ours") while O is our origin and W is
+ * O's page LSN.  A restore into another database or cluster brings a
+ * foreign O; one into the same database (or pg_upgrade, which dumps and
+ * restores it) rewrites O's page, whose LSN then no longer matches W.  Only
+ * a band entry that follows a restore or a first install writes O and W:
+ * no other write of ours touches them, so none can make the state look
+ * restored.
  *
- * A band entry marks token_origin pending, then writes counter, base,
- * band, origin and witness in that order, and flushes WAL before any
- * token of the band is returned; a raise marks token_origin with its own
- * value, then writes counter and witness.  Writers hold the band lock
- * exclusively, one at a time.  Issuers take no lock: one that sees
- * token_origin's page change across its nextval() draws again (see
- * verify_band).  A crash or a standby's copy that stops part-way leaves a
- * state that enters a band again.  Each backend remembers the band it
- * verified, its timeline and token_origin's page LSN; anything that moves
- * the state rewrites that page, and a backend reads the state under the
- * band lock (shared), so it never pairs a half-written state with the LSN
- * that follows it.
+ * N's page is the mark.  Every writer of the state holds the band lock
+ * exclusively and writes N first (its own value, or with a flag), and only
+ * then reads the counter it moves up; an issuer takes no lock, and
+ * discards a value it drew if N's page LSN moved since it verified the
+ * band.  A value drawn before the mark is counted in what the writer
+ * reads, so setval() never moves the counter below a token someone was
+ * given.  The records, in order:
+ *
+ *	band entry		N|PENDING[|RESTORED], O and W (only if not ours), C (if
+ *					below the start), B, N = the new band (flags clear);
+ *					WAL flushed before a token of the band is returned
+ *	raise			N (unchanged), C
+ *	history arrived	N|PENDING, C; WAL flushed
+ *
+ * classify() judges the state, first match wins:
+ *
+ *	B = 0						FIRST		no band yet: a fresh install
+ *	not ours					REPLACED	restored or copied from elsewhere
+ *	N's timeline is not ours	TIMELINE	a promotion or PITR
+ *	RESTORED					REPLACED	an entry after a restore is under way
+ *	N's mode is not the setting	MODE		fencing.epoch_file set or emptied
+ *	PENDING						ARRIVED		history arrived, advance_tokens()
+ *	otherwise					CURRENT
+ *
+ * The invariant under partial WAL: a crash-recovered primary (same
+ * timeline), a promoted standby or a point-in-time recovery (new timeline)
+ * may see any prefix of those records, and for each:
+ *
+ *	- a raise: its first record changes no value, its second only moves the
+ *	  counter up.  classify() returns what it returned before the raise:
+ *	  CURRENT after a crash (a live lease stays valid), TIMELINE on a new
+ *	  timeline (our own history: tokens from before the failover are
+ *	  refused).
+ *	- a band entry: from the mark to the last record, the entry is due and
+ *	  its reason is still there: N keeps the old timeline; B stays 0 on a
+ *	  first install; a restored state stays not ours until the mark has
+ *	  set RESTORED, which keeps it a restore once O and W are ours.  So
+ *	  classify() returns the entry it did before (or TIMELINE, if the
+ *	  prefix is seen on a new timeline), never CURRENT.  A state that was
+ *	  ours stays ours at every prefix, so it keeps refusing tokens from
+ *	  before its band (a promoted standby: all of them); one that was not
+ *	  is still judged a restore (REPLACED, or TIMELINE on a new timeline,
+ *	  which refuses more).
+ *	- history arrived: ARRIVED, or the stronger entry the state was due.
+ *
+ * Why that is safe: no token of a band is returned before its last record
+ * is flushed, and every token is flushed before it is returned, so a
+ * prefix has handed out nothing of its own and its counter is at least
+ * every token returned before it; a repeated entry starts above that
+ * counter, in epoch mode needs at least the epoch the interrupted one
+ * needed (RESTORED keeps a restore's floor, which the interrupted entry
+ * already raised to its own epoch: one more is needed), and a token of its
+ * band is above every token of the history it continues.
  *
  * Tokens issued before the current band entry may have fenced data that
  * the new band's history does not have (an asynchronous failover loses the
  * tail): fencing_check_token_band() refuses them for resources in this
- * database, which has issued tokens of its own.  A database that never
- * issued a token (a resource-only database, a Citus worker) only compares
- * numbers.
+ * database when the state is ours (CURRENT, ARRIVED, MODE: below B;
+ * TIMELINE: all of them, until the band is entered), and tokens above the
+ * counter too (another history's).  A database that never issued a token
+ * (a resource-only database, a Citus worker) or whose state came from
+ * elsewhere (FIRST, REPLACED) only compares numbers.
+ *
+ * Epoch mode keeps one more record outside the dumped state: the greatest
+ * epoch each database entered a band with, in a file of the data directory
+ * (fencing_epochs/<database name in hex>).  A restore, pg_upgrade or DROP and
+ * CREATE EXTENSION brings back or forgets the dumped epoch; the file does
+ * not go back with it, so the first band after one needs a greater epoch.
  *
  *-------------------------------------------------------------------------
  */
@@ -97,6 +158,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_class.h"
+#include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "commands/sequence.h"
 #include "common/hashfn.h"
@@ -117,10 +179,18 @@
 /* epoch e owns [e << EPOCH_SHIFT, (e + 1) << EPOCH_SHIFT) */
 #define EPOCH_SHIFT			40
 #define MAX_EPOCH			((INT64CONST(1) << (63 - EPOCH_SHIFT)) - 2)
-/* token_band packs the band's epoch and timeline */
+
+/* token_band: flags << 56 | epoch << 32 | timeline */
 #define BAND_TLI(b)			((TimeLineID) ((uint64) (b) & 0xFFFFFFFF))
-#define BAND_EPOCH(b)		((b) >> 32)
+#define BAND_EPOCH(b)		(((b) >> 32) & 0xFFFFFF)
 #define BAND_VALUE(e, tli)	(((int64) (e) << 32) | (int64) (tli))
+/* a band entry is due: history arrived, advance_tokens(), an entry under way */
+#define BAND_PENDING		(INT64CONST(1) << 56)
+/* the entry under way follows a restore or a first install */
+#define BAND_RESTORED		(INT64CONST(1) << 57)
+
+/* where epoch mode keeps the greatest epoch of each database's bands */
+#define EPOCH_FLOOR_DIR		"fencing_epochs"
 
 #ifdef FENCING_TIMELINE_BANDS
 /* the old rule, for the negative control only: band = timeline + K */
@@ -141,13 +211,14 @@
 #define CLOCK_FLOOR			false
 #endif
 
-/* why a band is entered */
+/* what classify() finds: the band is current, or why one is entered */
 typedef enum BandEntry
 {
 	BAND_CURRENT,				/* none needed */
 	BAND_FIRST,					/* no band yet: a fresh installation */
 	BAND_REPLACED,				/* state restored or copied from elsewhere */
 	BAND_TIMELINE,				/* a promotion or PITR: new timeline */
+	BAND_MODE,					/* fencing.epoch_file was set or emptied */
 	BAND_ARRIVED				/* history arrived, or an explicit call */
 } BandEntry;
 
@@ -159,6 +230,7 @@ typedef struct TokenState
 	int64		band;
 	int64		witness;
 	XLogRecPtr	origin_lsn;		/* LSN of token_origin's page */
+	XLogRecPtr	band_lsn;		/* LSN of token_band's page: the mark */
 } TokenState;
 
 /* the band this backend verified */
@@ -166,10 +238,12 @@ static struct
 {
 	bool		valid;
 	TimeLineID	tli;			/* insertion timeline then */
+	bool		epoch_mode;		/* fencing.epoch_file was set then */
+	XLogRecPtr	band_lsn;		/* token_band's page LSN then */
 	XLogRecPtr	origin_lsn;		/* token_origin's page LSN then */
-	bool		issuer;			/* this database entered the band */
-	bool		pending;		/* a new timeline awaits its band */
-	int64		start;
+	bool		issuer;			/* our own history: refuse tokens before it */
+	bool		entry_due;		/* a band entry comes before the next token */
+	int64		start;			/* an issuer refuses tokens below */
 	int64		end;			/* tokens stay below */
 	bool		clock_band;		/* the band follows the wall clock */
 	int64		counter_seen;	/* the counter was at least this */
@@ -216,7 +290,7 @@ fencing_token_init(void)
 							NULL, NULL, NULL);
 	DefineCustomBoolVariable("fencing.refuse_old_band",
 							 "Refuse tokens issued before this database's last band entry.",
-							 "Turn off where this database also guards resources with tokens of another cluster.",
+							 "Turn off where this database also guards resources with another database's tokens.",
 							 &refuse_old_band,
 							 true,
 							 PGC_SUSET,
@@ -230,6 +304,17 @@ fencing_forget_token_band(void)
 	verified.valid = false;
 	arrived_floor = 0;
 	arrived_lsn = InvalidXLogRecPtr;
+}
+
+/* epoch mode: fencing.epoch_file is set */
+static bool
+epoch_mode(void)
+{
+#ifdef FENCING_TIMELINE_BANDS
+	return false;
+#else
+	return epoch_file != NULL && epoch_file[0] != '\0';
+#endif
 }
 
 /* LSN of the last WAL record that changed a sequence */
@@ -271,7 +356,7 @@ refuse_in_recovery(void)
 				 errhint("Fencing tokens are issued only by a primary server.")));
 }
 
-/* Identity of this database: cluster and database.  Never 0 (pending). */
+/* Identity of this database: cluster and database.  Never 0. */
 static int64
 database_origin(void)
 {
@@ -350,6 +435,15 @@ read_token_state(const FencingCatalog *cat, TokenState *st)
 	st->band = sequence_value(cat->token_band_oid);
 	st->witness = sequence_value(cat->token_witness_oid);
 	st->origin_lsn = sequence_lsn(cat->token_origin_oid);
+	st->band_lsn = sequence_lsn(cat->token_band_oid);
+}
+
+/* This database's own history: our origin, and no restore since we wrote it */
+static bool
+state_is_ours(const TokenState *st)
+{
+	return st->origin == database_origin() &&
+		st->witness == (int64) st->origin_lsn;
 }
 
 /* Does the stored band still describe this database's history? */
@@ -358,15 +452,29 @@ classify(const TokenState *st, TimeLineID tli)
 {
 	if (st->start == 0)
 		return BAND_FIRST;
-	if (st->origin != 0 &&
-		(st->origin != database_origin() ||
-		 st->witness != (int64) st->origin_lsn))
+	if (!state_is_ours(st))
 		return BAND_REPLACED;
 	if (BAND_TLI(st->band) != tli)
 		return BAND_TIMELINE;
-	if (st->origin == 0)
+	if (st->band & BAND_RESTORED)
+		return BAND_REPLACED;
+	if ((BAND_EPOCH(st->band) > 0) != epoch_mode())
+		return BAND_MODE;
+	if (st->band & BAND_PENDING)
 		return BAND_ARRIVED;
 	return BAND_CURRENT;
+}
+
+/*
+ * Does the entry continue a history that went back (a restore, pg_upgrade,
+ * a reinstall)?  Then in epoch mode it must also exceed every epoch this
+ * database used before.
+ */
+static bool
+history_went_back(const TokenState *st, BandEntry entry)
+{
+	return entry == BAND_FIRST || entry == BAND_REPLACED ||
+		(st->band & BAND_RESTORED) != 0;
 }
 
 /* microseconds since the Unix epoch */
@@ -375,6 +483,23 @@ unix_clock_usecs(void)
 {
 	return (int64) GetCurrentTimestamp() +
 		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+}
+
+/* one decimal integer from 1 to MAX_EPOCH, a newline optional */
+static bool
+parse_epoch(const char *buf, size_t n, int64 *epoch_out)
+{
+	int64		epoch = 0;
+	size_t		i = 0;
+
+	while (i < n && buf[i] >= '0' && buf[i] <= '9' && epoch <= MAX_EPOCH)
+		epoch = epoch * 10 + (buf[i++] - '0');
+	if (i < n && (buf[i] == '\r' || buf[i] == '\n'))
+		i += (buf[i] == '\r' && i + 1 < n && buf[i + 1] == '\n') ? 2 : 1;
+	if (i == 0 || i != n || epoch < 1 || epoch > MAX_EPOCH)
+		return false;
+	*epoch_out = epoch;
+	return true;
 }
 
 /*
@@ -388,7 +513,6 @@ read_epoch_file(void)
 	char		buf[32];
 	size_t		n;
 	int64		epoch = 0;
-	size_t		i = 0;
 
 	f = AllocateFile(epoch_file, "r");
 	if (f == NULL)
@@ -413,12 +537,7 @@ read_epoch_file(void)
 	FreeFile(f);
 	buf[n] = '\0';
 
-	while (i < n && buf[i] >= '0' && buf[i] <= '9' && epoch <= MAX_EPOCH)
-		epoch = epoch * 10 + (buf[i++] - '0');
-	if (i < n && (buf[i] == '\r' || buf[i] == '\n'))
-		i += (buf[i] == '\r' && i + 1 < n && buf[i + 1] == '\n') ? 2 : 1;
-	if (i == 0 || i != n || n == sizeof(buf) - 1 ||
-		epoch < 1 || epoch > MAX_EPOCH)
+	if (n == sizeof(buf) - 1 || !parse_epoch(buf, n, &epoch))
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCING_NO_EPOCH),
 				 errmsg("fencing epoch file \"%s\" does not hold a valid epoch",
@@ -426,6 +545,126 @@ read_epoch_file(void)
 				 errdetail("It must hold one decimal integer from 1 to %lld, optionally followed by a newline.",
 						   (long long) MAX_EPOCH)));
 	return epoch;
+}
+
+/*
+ * fencing_epochs/<database name in hex>, relative to the data directory.
+ * By name: pg_restore --create, or DROP and CREATE DATABASE with a
+ * restore, bring the same database back under a new OID.
+ */
+static void
+epoch_floor_path(char *path, size_t size, const char *suffix)
+{
+	char	   *name = get_database_name(MyDatabaseId);
+	char		hex[2 * NAMEDATALEN + 1];
+	int			i;
+
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_DATABASE),
+				 errmsg("database with OID %u does not exist", MyDatabaseId)));
+	for (i = 0; name[i] != '\0' && i < NAMEDATALEN; i++)
+		snprintf(hex + 2 * i, 3, "%02x", (unsigned char) name[i]);
+	hex[2 * i] = '\0';
+	snprintf(path, size, "%s/%s%s", EPOCH_FLOOR_DIR, hex, suffix);
+	pfree(name);
+}
+
+/*
+ * The greatest epoch this database entered a band with, 0 if none.  Kept
+ * in a file of the data directory, which no restore, pg_upgrade or DROP
+ * EXTENSION takes back.
+ */
+static int64
+read_epoch_floor(void)
+{
+	char		path[MAXPGPATH];
+	FILE	   *f;
+	char		buf[32];
+	size_t		n;
+	int64		epoch = 0;
+
+	epoch_floor_path(path, sizeof(path), "");
+	f = AllocateFile(path, "r");
+	if (f == NULL)
+	{
+		if (errno == ENOENT)
+			return 0;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\": %m", path)));
+	}
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	if (ferror(f))
+	{
+		int			save_errno = errno;
+
+		FreeFile(f);
+		errno = save_errno;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read file \"%s\": %m", path)));
+	}
+	FreeFile(f);
+	if (n == sizeof(buf) - 1 || !parse_epoch(buf, n, &epoch))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("fencing epoch floor file \"%s\" does not hold a valid epoch",
+						path),
+				 errdetail("It holds the greatest epoch this database entered a token band with, one decimal integer."),
+				 errhint("Write that epoch into it. No token is issued until it is valid.")));
+	return epoch;
+}
+
+/* Record that this database enters a band of "epoch", durably. */
+static void
+record_epoch_floor(int64 epoch)
+{
+	char		path[MAXPGPATH];
+	char		tmp[MAXPGPATH];
+	char		buf[32];
+	int			fd;
+	int			len;
+
+	if (read_epoch_floor() >= epoch)
+		return;
+
+	if (MakePGDirectory(EPOCH_FLOOR_DIR) == 0)
+	{
+		fsync_fname(EPOCH_FLOOR_DIR, true);
+		fsync_fname(".", true);
+	}
+	else if (errno != EEXIST)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create directory \"%s\": %m",
+						EPOCH_FLOOR_DIR)));
+
+	epoch_floor_path(path, sizeof(path), "");
+	epoch_floor_path(tmp, sizeof(tmp), ".tmp");
+	len = snprintf(buf, sizeof(buf), "%lld\n", (long long) epoch);
+	fd = OpenTransientFile(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", tmp)));
+	errno = 0;
+	if (write(fd, buf, len) != len)
+	{
+		int			save_errno = errno ? errno : ENOSPC;
+
+		CloseTransientFile(fd);
+		errno = save_errno;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", tmp)));
+	}
+	if (CloseTransientFile(fd) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not close file \"%s\": %m", tmp)));
+	/* fsyncs the file and the directory */
+	durable_rename(tmp, path, ERROR);
 }
 
 static void
@@ -445,17 +684,24 @@ token_space_exhausted(int64 epoch)
 			 errdetail("Tokens are bigints and never wrap.")));
 }
 
+/*
+ * Remember what the band check found.  "issuer": our own history, which
+ * refuses tokens below "start" (PG_INT64_MAX: every token, until a new
+ * timeline enters its band) and above the counter.
+ */
 static void
-remember_band(TimeLineID tli, XLogRecPtr origin_lsn, bool issuer,
-			  bool pending, int64 start, int64 band)
+remember_band(TimeLineID tli, const TokenState *st, bool issuer,
+			  bool entry_due, int64 start, int64 band)
 {
 	int64		epoch = BAND_EPOCH(band);
 
 	verified.valid = true;
 	verified.tli = tli;
-	verified.origin_lsn = origin_lsn;
+	verified.epoch_mode = epoch_mode();
+	verified.band_lsn = st->band_lsn;
+	verified.origin_lsn = st->origin_lsn;
 	verified.issuer = issuer;
-	verified.pending = pending;
+	verified.entry_due = entry_due;
 	verified.start = start;
 	verified.end = PG_INT64_MAX;
 	verified.clock_band = (epoch == 0);
@@ -480,14 +726,6 @@ band_floor(const TokenState *st, BandEntry entry, TimeLineID tli,
 {
 	int64		start = Max(st->counter, floor);
 
-	/*
-	 * In epoch mode the counter's epoch is that of the last token issued: a
-	 * state restored without its band (or one switched from clock mode)
-	 * still cannot go back to an epoch it used.
-	 */
-	int64		prev_epoch = Max(BAND_EPOCH(st->band),
-								 st->counter >> EPOCH_SHIFT);
-
 	if (start == PG_INT64_MAX)
 		token_space_exhausted(0);
 	start++;
@@ -510,7 +748,7 @@ band_floor(const TokenState *st, BandEntry entry, TimeLineID tli,
 	}
 #endif
 
-	if (epoch_file == NULL || epoch_file[0] == '\0')
+	if (!epoch_mode())
 	{
 		*epoch_out = 0;
 		return Max(start, unix_clock_usecs());
@@ -518,9 +756,31 @@ band_floor(const TokenState *st, BandEntry entry, TimeLineID tli,
 	else
 	{
 		int64		epoch = read_epoch_file();
+
+		/*
+		 * The counter's epoch is that of the last token issued: a state
+		 * restored without its band (or one switched from clock mode) still
+		 * cannot go back to an epoch it used.  After a restore or a
+		 * reinstall, neither can go back to one this database used before.
+		 */
+		int64		band_epoch = Max(BAND_EPOCH(st->band),
+									 st->counter >> EPOCH_SHIFT);
+		int64		used_epoch = history_went_back(st, entry) ?
+			read_epoch_floor() : 0;
+		int64		prev_epoch = Max(band_epoch, used_epoch);
 		bool		needs_new = (entry != BAND_ARRIVED);
 
 		if (epoch < prev_epoch || (needs_new && epoch == prev_epoch))
+		{
+			if (used_epoch > band_epoch)
+				ereport(ERROR,
+						(errcode(ERRCODE_FENCING_STALE_EPOCH),
+						 errmsg("fencing epoch %lld is not greater than the epoch %lld this database used before",
+								(long long) epoch, (long long) used_epoch),
+						 errdetail("The token state was restored, upgraded or reinstalled, and this database had entered a token band of epoch %lld before; its tokens need a new epoch.",
+								   (long long) used_epoch),
+						 errhint("Write a greater epoch from the consensus store to \"%s\"; no token is issued until it holds one.",
+								 epoch_file)));
 			ereport(ERROR,
 					(errcode(ERRCODE_FENCING_STALE_EPOCH),
 					 errmsg("fencing epoch %lld is not greater than the epoch %lld of the current token band",
@@ -528,9 +788,13 @@ band_floor(const TokenState *st, BandEntry entry, TimeLineID tli,
 					 entry == BAND_TIMELINE ?
 					 errdetail("A promotion or point-in-time recovery started timeline %u; its tokens need a new epoch.",
 							   tli) :
+					 entry == BAND_MODE ?
+					 errdetail("fencing.epoch_file was set while the counter is in epoch %lld; the tokens of epoch mode need an epoch of their own.",
+							   (long long) (st->counter >> EPOCH_SHIFT)) :
 					 errdetail("The token state was restored or copied from elsewhere; its tokens need a new epoch."),
 					 errhint("The HA manager's pre-promote hook must write a greater epoch to \"%s\"; no token is issued until it does.",
 							 epoch_file)));
+		}
 		*epoch_out = epoch;
 		start = Max(start, epoch << EPOCH_SHIFT);
 		if (start >= (epoch + 1) << EPOCH_SHIFT)
@@ -551,12 +815,9 @@ band_floor(const TokenState *st, BandEntry entry, TimeLineID tli,
  * Verify the stored band and, if the history may have diverged (or
  * "force"), enter a new one above "floor".  Runs as the owner.
  *
- * Token issuers take no lock: each checks token_origin's page LSN after
- * its nextval() and discards the value if it changed.  So an entry first
- * marks token_origin (pending), and only then reads the counter it moves
- * up: a value drawn before the mark is counted in what it reads, one drawn
- * after it is discarded, and setval() never moves the counter below a
- * token someone was given.
+ * The records are written in the order of the header comment, so that a
+ * crash or a standby's copy that stops at any of them leaves the entry due
+ * for the same reason (see there).
  */
 static void
 verify_band(const FencingCatalog *cat, TimeLineID tli, int64 floor,
@@ -564,6 +825,7 @@ verify_band(const FencingCatalog *cat, TimeLineID tli, int64 floor,
 {
 	TokenState	st;
 	BandEntry	entry;
+	bool		went_back;
 	int64		start;
 	int64		epoch;
 	int64		counter;
@@ -576,12 +838,12 @@ verify_band(const FencingCatalog *cat, TimeLineID tli, int64 floor,
 		unlock_token_state(cat, ShareLock);
 		if (classify(&st, tli) == BAND_CURRENT)
 		{
-			remember_band(tli, st.origin_lsn, true, false, st.start, st.band);
+			remember_band(tli, &st, true, false, st.start, st.band);
 			return;
 		}
 	}
 
-	/* one band entry at a time; token issuers are not blocked */
+	/* one writer at a time; token issuers are not blocked */
 	lock_token_state(cat, ExclusiveLock);
 
 	read_token_state(cat, &st);
@@ -591,15 +853,25 @@ verify_band(const FencingCatalog *cat, TimeLineID tli, int64 floor,
 	if (entry == BAND_CURRENT)
 	{
 		unlock_token_state(cat, ExclusiveLock);
-		remember_band(tli, st.origin_lsn, true, false, st.start, st.band);
+		remember_band(tli, &st, true, false, st.start, st.band);
 		return;
 	}
+	went_back = history_went_back(&st, entry);
 
 	/* refuses (a missing or stale epoch) before anything changes */
 	start = band_floor(&st, entry, tli, floor, &epoch);
+	if (epoch > 0)
+		record_epoch_floor(epoch);
 
-	if (st.origin != 0)
-		set_sequence(cat->token_origin_oid, 0);
+	/* the mark: issuers draw again; the entry is due, with its reason */
+	set_sequence(cat->token_band_oid,
+				 st.band | BAND_PENDING | (went_back ? BAND_RESTORED : 0));
+	if (!state_is_ours(&st))
+	{
+		set_sequence(cat->token_origin_oid, database_origin());
+		set_sequence(cat->token_witness_oid,
+					 (int64) sequence_lsn(cat->token_origin_oid));
+	}
 	counter = read_counter(cat);
 	if (counter >= start)
 	{
@@ -611,9 +883,6 @@ verify_band(const FencingCatalog *cat, TimeLineID tli, int64 floor,
 		set_sequence(cat->token_seq_oid, start - 1);
 	set_sequence(cat->token_base_oid, start);
 	set_sequence(cat->token_band_oid, BAND_VALUE(epoch, tli));
-	set_sequence(cat->token_origin_oid, database_origin());
-	st.origin_lsn = sequence_lsn(cat->token_origin_oid);
-	set_sequence(cat->token_witness_oid, (int64) st.origin_lsn);
 
 	/*
 	 * The new band must be durable before any token of it is returned. Our
@@ -627,9 +896,9 @@ verify_band(const FencingCatalog *cat, TimeLineID tli, int64 floor,
 	 * Held to transaction end, the lock would stall every other backend's
 	 * band check behind a long transaction, such as a waiting lease_acquire.
 	 */
+	read_token_state(cat, &st);
 	unlock_token_state(cat, ExclusiveLock);
-	remember_band(tli, st.origin_lsn, true, false, start,
-				  BAND_VALUE(epoch, tli));
+	remember_band(tli, &st, true, false, start, st.band);
 }
 
 /*
@@ -640,13 +909,11 @@ verify_band(const FencingCatalog *cat, TimeLineID tli, int64 floor,
  * those tokens.
  *
  * Not a band entry: tokens issued before stay valid, since an idle
- * database lags the clock just as a frozen one does.  The protocol is a
- * band entry's: mark token_origin first (setval of the same value: a new
- * page LSN), then read the counter, so that a value drawn concurrently is
- * either counted in what we read or discarded by its drawer; setval() then
- * moves the counter only up.  The witness follows token_origin's new LSN
- * at once; a crash in between leaves a state that enters a band, which is
- * safe.
+ * database lags the clock just as a frozen one does.  It marks token_band
+ * with its own value (a new page LSN, no new value), then reads the
+ * counter, so that a value drawn concurrently is either counted in what we
+ * read or discarded by its drawer; setval() then moves the counter only up.
+ * Neither record changes what classify() finds, wherever WAL ends.
  */
 static void
 raise_to_clock(const FencingCatalog *cat)
@@ -655,34 +922,38 @@ raise_to_clock(const FencingCatalog *cat)
 
 	lock_token_state(cat, ExclusiveLock);
 	/* no other entry or raise since our band was verified */
-	if (sequence_lsn(cat->token_origin_oid) == verified.origin_lsn)
+	if (sequence_lsn(cat->token_band_oid) == verified.band_lsn)
 	{
 		clock = unix_clock_usecs();
 		if (read_counter(cat) < clock - CLOCK_LAG_USECS)
 		{
-			XLogRecPtr	lsn;
-
-			set_sequence(cat->token_origin_oid, database_origin());
-			lsn = sequence_lsn(cat->token_origin_oid);
-			set_sequence(cat->token_witness_oid, (int64) lsn);
+			set_sequence(cat->token_band_oid,
+						 sequence_value(cat->token_band_oid));
+			verified.band_lsn = sequence_lsn(cat->token_band_oid);
 			if (read_counter(cat) < clock)
 				set_sequence(cat->token_seq_oid, clock);
-			verified.origin_lsn = lsn;
 		}
 	}
 	unlock_token_state(cat, ExclusiveLock);
 
 	/*
 	 * No flush here: the token drawn next is flushed up to token_seq's page
-	 * LSN before it is returned (fencing_issue_token), which covers our
-	 * three records, the counter's last.
+	 * LSN before it is returned (fencing_issue_token), which covers both
+	 * records, the counter's last.
 	 */
 }
 
+/*
+ * Nothing moved since this backend verified the band: no band entry, raise
+ * or arrival (token_band's page), no restore (it rewrites token_band, and
+ * token_origin), the same timeline and mode.
+ */
 static bool
 band_is_verified(const FencingCatalog *cat, TimeLineID tli)
 {
 	return verified.valid && verified.tli == tli &&
+		verified.epoch_mode == epoch_mode() &&
+		sequence_lsn(cat->token_band_oid) == verified.band_lsn &&
 		sequence_lsn(cat->token_origin_oid) == verified.origin_lsn;
 }
 
@@ -745,14 +1016,21 @@ fencing_issue_token(void)
 
 	cat = fencing_catalog();
 	fencing_become_owner(&scope);
-	if (!band_is_verified(cat, tli) || !verified.issuer || verified.pending)
+	/*
+	 * token_band's page is compared after the draw below; token_origin's
+	 * here, for a restore that left token_band out
+	 */
+	if (!verified.valid || verified.tli != tli ||
+		verified.epoch_mode != epoch_mode() ||
+		!verified.issuer || verified.entry_due ||
+		sequence_lsn(cat->token_origin_oid) != verified.origin_lsn)
 		verify_band(cat, tli, 0, false);
 	for (;;)
 	{
 		token = next_counter_value(cat->token_seq_oid);
-		if (sequence_lsn(cat->token_origin_oid) != verified.origin_lsn)
+		if (sequence_lsn(cat->token_band_oid) != verified.band_lsn)
 		{
-			/* a band entry or a raise began meanwhile: draw again */
+			/* a band entry, a raise or a restore began meanwhile: draw again */
 			verify_band(cat, tli, 0, false);
 			continue;
 		}
@@ -785,9 +1063,9 @@ fencing_next_token(PG_FUNCTION_ARGS)
 
 /*
  * Was "token" lost at a failover, as this database sees it (LF005's
- * conditions)?  Only a database that entered its band itself can tell:
- * one that never issued a token, or whose state came from elsewhere,
- * compares numbers only.
+ * conditions)?  Only a database whose state is its own history can tell
+ * (see the header comment): one that never issued a token, or whose state
+ * came from elsewhere, compares numbers only.
  *	- TOKEN_BEFORE_BAND: issued before the current band.  A new timeline
  *	  that has not issued a token yet enters its band first: every token of
  *	  the old history is from before it.
@@ -814,33 +1092,41 @@ fencing_token_loss(int64 token)
 	if (!band_is_verified(cat, tli))
 	{
 		TokenState	st;
-		BandEntry	entry;
 
 		lock_token_state(cat, ShareLock);
 		read_token_state(cat, &st);
 		unlock_token_state(cat, ShareLock);
-		entry = classify(&st, tli);
-		if (entry == BAND_CURRENT)
-			remember_band(tli, st.origin_lsn, true, false, st.start, st.band);
-		else if (entry == BAND_TIMELINE && st.origin != 0)
+		switch (classify(&st, tli))
 		{
-			/* our own history on a new timeline: its band comes first */
-			if (XactReadOnly || IsInParallelMode())
-				remember_band(tli, st.origin_lsn, true, true, PG_INT64_MAX,
-							  st.band);
-			else
-				verify_band(cat, tli, 0, false);
+			case BAND_CURRENT:
+				remember_band(tli, &st, true, false, st.start, st.band);
+				break;
+			case BAND_ARRIVED:
+			case BAND_MODE:
+				/* our own band still holds until the entry that is due */
+				remember_band(tli, &st, true, true, st.start, st.band);
+				break;
+			case BAND_TIMELINE:
+				/* our own history on a new timeline: its band comes first */
+				if (XactReadOnly || IsInParallelMode())
+					remember_band(tli, &st, true, true, PG_INT64_MAX,
+								  st.band);
+				else
+					verify_band(cat, tli, 0, false);
+				break;
+			case BAND_FIRST:
+			case BAND_REPLACED:
+				remember_band(tli, &st, false, true, 0, st.band);
+				break;
 		}
-		else
-			remember_band(tli, st.origin_lsn, false, false, 0, st.band);
 	}
 	/* above every token this history issued: from another history */
-	if (verified.issuer && !verified.pending &&
+	if (verified.issuer && verified.start != PG_INT64_MAX &&
 		token > verified.counter_seen)
 		verified.counter_seen = read_counter(cat);
 	fencing_restore_user(&scope);
 
-	if (CLOCK_FLOOR && verified.issuer && !verified.pending &&
+	if (CLOCK_FLOOR && verified.issuer && verified.start != PG_INT64_MAX &&
 		token > verified.counter_seen)
 		return TOKEN_ABOVE_COUNTER;
 	if (verified.issuer && token < verified.start)
@@ -861,22 +1147,22 @@ fencing_check_token_band(int64 token)
 				(errcode(ERRCODE_FENCING_OLD_BAND),
 				 errmsg("lease of fencing token %lld was lost at failover",
 						(long long) token),
-				 errdetail("Token %lld is above every token this database has issued: another history issued it, such as a member whose history was discarded after a failover.",
+				 errdetail("Token %lld is above every token this database has issued: another history issued it, such as a member whose history was discarded after a failover, or another database.",
 						   (long long) token),
 				 errhint("Stop writing with this token and acquire the lease again. "
-						 "A database that also guards resources with another cluster's tokens can set fencing.refuse_old_band = off.")));
+						 "A database that also guards resources with another database's tokens can set fencing.refuse_old_band = off.")));
 	if (loss == TOKEN_BEFORE_BAND)
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCING_OLD_BAND),
 				 errmsg("lease of fencing token %lld was lost at failover",
 						(long long) token),
-				 verified.pending ?
+				 verified.start == PG_INT64_MAX ?
 				 errdetail("Token %lld was issued before this database's last promotion, and no token has been issued since.",
 						   (long long) token) :
 				 errdetail("Token %lld was issued before this database's token band, which starts at %lld (entered at a promotion, a restore, or when lease rows arrived from elsewhere).",
 						   (long long) token, (long long) verified.start),
 				 errhint("Stop writing with this token and acquire the lease again. "
-						 "A database that also guards resources with another cluster's tokens can set fencing.refuse_old_band = off.")));
+						 "A database that also guards resources with another database's tokens can set fencing.refuse_old_band = off.")));
 }
 
 /*
@@ -897,7 +1183,7 @@ fencing_token_history_arrived(int64 floor)
 	cat = fencing_catalog();
 	fencing_become_owner(&scope);
 	if (floor <= arrived_floor &&
-		sequence_lsn(cat->token_origin_oid) == arrived_lsn)
+		sequence_lsn(cat->token_band_oid) == arrived_lsn)
 	{
 		fencing_restore_user(&scope);
 		return;
@@ -908,12 +1194,7 @@ fencing_token_history_arrived(int64 floor)
 	if (floor > st.counter)
 	{
 		/* mark first, then move the counter up: as in verify_band */
-		if (st.origin != 0)
-		{
-			set_sequence(cat->token_origin_oid, 0);
-			set_sequence(cat->token_witness_oid,
-						 (int64) sequence_lsn(cat->token_origin_oid));
-		}
+		set_sequence(cat->token_band_oid, st.band | BAND_PENDING);
 		st.counter = read_counter(cat);
 		if (floor > st.counter)
 			set_sequence(cat->token_seq_oid, floor);
@@ -923,7 +1204,7 @@ fencing_token_history_arrived(int64 floor)
 
 	verified.valid = false;
 	arrived_floor = Max(floor, st.counter);
-	arrived_lsn = sequence_lsn(cat->token_origin_oid);
+	arrived_lsn = sequence_lsn(cat->token_band_oid);
 	fencing_restore_user(&scope);
 }
 

@@ -120,23 +120,6 @@ sub cycle
 	return $t;
 }
 
-# the postmaster first (it forks no more), then every child of it
-sub signal_all
-{
-	my ($node, $sig) = @_;
-	my $pm = $node->{_pid} or die 'no postmaster pid';
-	kill $sig, $pm;
-	my @kids;
-	for my $stat (glob('/proc/[0-9]*/stat'))
-	{
-		open my $fh, '<', $stat or next;
-		my $l = <$fh> // next;
-		push @kids, $1 if $l =~ /^(\d+) \(.*\) [A-Za-z] (\d+) / && $2 == $pm;
-	}
-	kill $sig, @kids;
-	return 1 + @kids;
-}
-
 # ---- P, before the freeze: cycles on every lease, and holders that stall
 # (P's pre-freeze holders: zp0-zp3 after writing once, zp4 without writing)
 cycle('P', "c$_", $_) for 0 .. 3;
@@ -150,7 +133,7 @@ $zp{4} = acquire_on('P', 'zp4', 4, '1 s');    # stalls before writing
 cycle('P', 'c4', 5);
 $p->wait_for_catchup($s);
 
-my $n = signal_all($p, 'STOP');
+my $n = signal_cluster($p, 'STOP');
 my $t_freeze = mono();
 note "P frozen: $n processes";
 
@@ -179,7 +162,7 @@ note sprintf('S acknowledged %d tokens, up to %s; its branch is discarded',
 	scalar(@s_tokens), (sort { $b <=> $a } @s_tokens)[0]);
 
 # ---- P resumes, still primary, without a promotion
-signal_all($p, 'CONT');
+signal_cluster($p, 'CONT');
 
 # an S-branch holder before P issued a token: never issued by P
 is(write_on('P', 'zs0', 0, $zs{0}), 'refused:LF005',

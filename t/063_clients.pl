@@ -12,7 +12,13 @@
 #   - C, libpq: examples/c/worker.c, built by examples/c/Makefile with
 #     -Wall -Wextra -Werror (fence_advance, SQLSTATE from PG_DIAG_SQLSTATE)
 # For each: the exit code, the story in its output, and the table and the
-# lease as the server sees them afterwards.  An example whose toolchain is
+# lease as the server sees them afterwards.
+# The election helpers, examples/python/fencing_leader.py and
+# examples/node/fencing_leader.js, through t/lib/leader_codes.{py,js}: every
+# LF code of the README's table has an action; an election on a lease's name
+# stops with LF021; a write's LF003 leaves the leadership; a write's LF001
+# and a renew's LF005 (after advance_tokens) end it, with lease_watch's
+# reason on the cancellation; stop() resigns.  An example whose toolchain is
 # missing (or whose npm ci fails) is skipped, with the reason.
 use strict;
 use warnings;
@@ -66,6 +72,18 @@ sub check_story
 		"B free $tb", "$lang: B released the lease");
 }
 
+# t/lib/leader_codes.{py,js}: one line per check, all expected
+sub check_leader_codes
+{
+	my ($lang, $rc, $out) = @_;
+	is($rc, 0, "$lang leader helper: the checks exit 0") or diag($out);
+	for my $c ('table', 'lf021', 'lf003', 'lf001', 'leads again', 'lf005',
+		'leads in the new band', 'stop')
+	{
+		like($out, qr/^ok - \Q$c\E$/m, "$lang leader helper: $c") or diag($out);
+	}
+}
+
 # ---------------------------------------------------------------------------
 # Python
 
@@ -79,6 +97,10 @@ SKIP:
 	my ($rc, $out) = run_cmd(60, $python, 'examples/python/lease_demo.py');
 	note "python:\n$out";
 	check_story('python', $rc, $out);
+
+	($rc, $out) = run_cmd(120, $python, 't/lib/leader_codes.py', 'README.md');
+	note "python leader helper:\n$out";
+	check_leader_codes('python', $rc, $out);
 }
 
 # ---------------------------------------------------------------------------
@@ -104,6 +126,10 @@ SKIP:
 	my ($rc, $out) = run_cmd(60, 'node', 'examples/node/demo.js');
 	note "node:\n$out";
 	check_story('node', $rc, $out);
+
+	($rc, $out) = run_cmd(120, 'node', 't/lib/leader_codes.js', 'README.md');
+	note "node leader helper:\n$out";
+	check_leader_codes('node', $rc, $out);
 }
 
 # ---------------------------------------------------------------------------

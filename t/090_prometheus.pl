@@ -140,6 +140,77 @@ $node->poll_query_until('postgres', q{
 sql('SELECT fencing.advance_tokens()');
 is(sql_error("SELECT fencing.fence_advance(NULL, $new)"), 'LF005', 'LF005');
 
+# ---- the queries cannot be hijacked ----
+# The exporter runs queries.yaml as a member of pg_monitor, with the default
+# search_path ("$user", public).  Each operator and function must be named
+# with its schema, each constant cast to the operator's exact type: an
+# operator in public that matches an unqualified one's arguments better
+# than pg_catalog's (float8 / integer has none there) would run as the
+# exporter.  Checked on the text of each query ...
+my $yaml = slurp_file("$contrib/queries.yaml");
+my %queries;
+while ($yaml =~ /^(\w+):\n  query: \|\n((?:    .*\n)+)/mg)
+{
+	$queries{$1} = $2;
+}
+is_deeply([ sort keys %queries ], [qw(fencing fencing_lease fencing_stale_writes fencing_wait)],
+	'the queries of queries.yaml');
+for my $name (sort keys %queries)
+{
+	(my $t = $queries{$name}) =~ s/'(?:[^']|'')*'/ /g;
+	$t =~ s/OPERATOR\(pg_catalog\.[^)\s]+\)/ /g;
+	$t =~ s/::pg_catalog\.\w+/ /g;
+	$t =~ s/\bAS\s+\w+\s*\(/ /gi;
+	$t =~ s/count\(\*\)/count()/g;
+	my @ops = $t =~ m{([-+*/<>=~!@#%^&|`?:]+)}g;
+	is_deeply(\@ops, [], "$name: every operator and cast names pg_catalog");
+	my @calls = grep { !/^(pg_catalog\.\w+|ARRAY|COALESCE|VALUES|LATERAL|JOIN)$/i }
+	  ($t =~ /([\w.]+)\s*\(/g);
+	is_deeply(\@calls, [], "$name: every function names its schema");
+}
+
+# ... and by planting operators in public that would win over pg_catalog's
+# for unqualified ones: a role that may create in public (PUBLIC on 13 and
+# 14, the database owner on 15+) must not run code as the exporter.
+sql(q{
+	CREATE ROLE evil;
+	GRANT CREATE ON SCHEMA public TO evil;
+	CREATE TABLE public.loot (who text, op text);
+	GRANT INSERT ON public.loot TO PUBLIC;
+	SET ROLE evil;
+	DO $$
+	DECLARE
+		o record;
+	BEGIN
+		FOR o IN SELECT * FROM (VALUES
+				('/', 'float8', 'integer', 'float8'), ('/', 'float8', 'bigint', 'float8'),
+				('/', 'float8', 'numeric', 'float8'), ('/', 'numeric', 'integer', 'numeric'),
+				('<', 'float8', 'integer', 'boolean'), ('=', 'float8', 'integer', 'boolean'),
+				('=', 'integer', 'bigint', 'boolean'), ('=', 'text', 'name', 'boolean'),
+				('->>', 'jsonb', 'varchar', 'text')) AS v(op, l, r, res)
+		LOOP
+			EXECUTE format($f$
+				CREATE FUNCTION public.%s(%s, %s) RETURNS %s LANGUAGE plpgsql AS $b$
+				BEGIN
+					INSERT INTO public.loot VALUES (current_user, %L);
+					RETURN NULL;
+				END $b$
+				$f$,
+				'trojan_' || md5(o.op || o.l || o.r), o.l, o.r, o.res, o.op || '(' || o.l || ', ' || o.r || ')');
+			EXECUTE format('CREATE OPERATOR public.%s (LEFTARG = %s, RIGHTARG = %s, FUNCTION = public.%s)',
+						   o.op, o.l, o.r, 'trojan_' || md5(o.op || o.l || o.r));
+		END LOOP;
+	END $$;
+	RESET ROLE;
+	-- the trap springs for a query that does not name pg_catalog
+	SET ROLE exporter;
+	SELECT 1.5::float8 / 2;
+	RESET ROLE;
+});
+is(sql(q{SELECT string_agg(who || ' ran ' || op, ', ') FROM public.loot}),
+	'exporter ran /(float8, integer)', 'the planted operator runs as the exporter, unqualified');
+sql(q{TRUNCATE public.loot});
+
 # ---- the exporter ----
 my $port = PostgreSQL::Test::Cluster::get_free_port();
 my ($exp_out, $exp_err) = ('', '');
@@ -223,6 +294,8 @@ for my $k (sort keys %expected)
 {
 	is($m->{v}{$k}, $expected{$k}, "$k $expected{$k}");
 }
+is(sql(q{SELECT count(*) FROM public.loot}), 0,
+	'no planted operator ran during the scrape');
 
 # nothing else of ours, and each family with its type
 my @ours = grep { /^fencing/ } keys %{ $m->{v} };
@@ -287,6 +360,8 @@ is($m->{v}{"fencing_leases{$db}"}, 4, 'the lease gauges still count');
 is(scalar(grep { /^fencing_wait_seconds/ } keys %{ $m->{v} }), 0, 'no wait histogram');
 like(sql(q{SELECT detail FROM fencing_monitor.stats_info}),
 	qr/shared_preload_libraries/, 'stats_info says why');
+is(sql(q{SELECT count(*) FROM public.loot}), 0,
+	'no planted operator ran during the scrapes');
 
 $exp->kill_kill;
 $node->stop;

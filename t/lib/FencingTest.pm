@@ -25,7 +25,7 @@ use Time::HiRes qw(time usleep);
 our @EXPORT = qw(crash_node start_client finish_client wait_until
   wait_for_clients check_distinct check_leases_survived
   check_tokens_after_restart tokens acquire band_start run_cmd in_path
-  start_pgbouncer);
+  start_pgbouncer signal_cluster);
 
 # For tests that count tokens one by one (consecutive tokens, "no token
 # used up"): the counter is not raised to the wall clock between them.
@@ -58,7 +58,8 @@ my @bouncers;
 # start_pgbouncer($node, users => [...], pool_size => N, max_client_conn => N):
 # a PgBouncer in transaction pooling mode in front of $node's database
 # postgres, on a free port of 127.0.0.1, trusting the users named, with
-# pool_size server connections at most.  Returns (port, its directory, a
+# pool_size server connections at most; extra => "name = value\n..." adds
+# settings of [pgbouncer].  Returns (port, its directory, a
 # reference to its stderr, its IPC::Run handle).  It is stopped when the
 # test ends, whatever happened.
 sub start_pgbouncer
@@ -90,7 +91,7 @@ ignore_startup_parameters = extra_float_digits
 query_wait_timeout = 120
 logfile = $dir/pgbouncer.log
 pidfile = $dir/pgbouncer.pid
-});
+} . ($o{extra} // ''));
 	my ($out, $err) = ('', '');
 	my $h = IPC::Run::start([ $pgbouncer, "$dir/pgbouncer.ini" ],
 		'<', \undef, '>', \$out, '2>', \$err);
@@ -127,6 +128,25 @@ sub in_path
 {
 	my ($prog) = @_;
 	return grep { -x "$_/$prog" } split /:/, $ENV{PATH};
+}
+
+# signal_cluster($node, $sig): send $sig to the postmaster (first: it forks
+# no more), then to every child of it; STOP freezes the whole server (a
+# paused VM), CONT resumes it.  Returns how many processes were signalled.
+sub signal_cluster
+{
+	my ($node, $sig) = @_;
+	my $pm = $node->{_pid} or die 'no postmaster pid';
+	kill $sig, $pm;
+	my @kids;
+	for my $stat (glob('/proc/[0-9]*/stat'))
+	{
+		open my $fh, '<', $stat or next;
+		my $l = <$fh> // next;
+		push @kids, $1 if $l =~ /^(\d+) \(.*\) [A-Za-z] (\d+) / && $2 == $pm;
+	}
+	kill $sig, @kids;
+	return 1 + @kids;
 }
 
 # band_start($node [, $db]): the first token of the current band
