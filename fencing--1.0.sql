@@ -257,25 +257,21 @@ AS 'MODULE_PATHNAME', 'fencing_election_resign';
 COMMENT ON FUNCTION fencing.election_resign(text, bigint) IS
 	'The leader steps down; false for a token that is not the live leader''s';
 
-CREATE FUNCTION fencing.fence_check(fence bigint, token bigint)
-RETURNS boolean
-LANGUAGE C IMMUTABLE PARALLEL SAFE
-AS 'MODULE_PATHNAME', 'fencing_fence_check';
-
-COMMENT ON FUNCTION fencing.fence_check(bigint, bigint) IS
-	'True iff fence IS NULL OR fence < token: this token may write the row';
-
-CREATE FUNCTION fencing.fence_allows(fence bigint, token bigint)
+-- In a WHERE clause: AND fencing.fence_allows(fence, $token).  The same
+-- choice as fence_advance: a token newer than the fence, or (allow_same)
+-- the token the row is fenced with, for a holder that writes a row again.
+CREATE FUNCTION fencing.fence_allows(fence bigint, token bigint,
+									 allow_same boolean DEFAULT false)
 RETURNS boolean
 LANGUAGE C IMMUTABLE PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'fencing_fence_allows';
 
-COMMENT ON FUNCTION fencing.fence_allows(bigint, bigint) IS
-	'True iff fence IS NULL OR fence <= token: this token is not older than the row';
+COMMENT ON FUNCTION fencing.fence_allows(bigint, bigint, boolean) IS
+	'True iff fence IS NULL OR fence < token (<= with allow_same): this token may write the row';
 
 -- In the SET list: fence = fencing.fence_advance(fence, $token).  Runs only
 -- for rows the statement updates, and raises LF001 for a stale token.
--- IMMUTABLE, as fence_check and fence_allows, because Citus sends a row's
+-- IMMUTABLE, as fence_allows, because Citus sends a row's
 -- SET, WHERE and ON CONFLICT expressions to the workers only when their
 -- functions are (docs/citus.md).  The planner folds an IMMUTABLE call only
 -- when every argument is a constant, never with the row's fence column as
