@@ -131,7 +131,7 @@ COMMENT ON FUNCTION fencing.lease_acquire(text, text, interval, interval) IS
 
 -- A counting semaphore: up to "slots" holders at once, each with a token of
 -- its own.  Renew, release and check a slot with lease_renew,
--- lease_release and lease_check, by the semaphore's name and the token.
+-- lease_release and lease_lock, by the semaphore's name and the token.
 CREATE FUNCTION fencing.semaphore_acquire(name text, holder text, slots integer,
 										  ttl interval, wait interval DEFAULT '0')
 RETURNS bigint
@@ -183,12 +183,12 @@ AS 'MODULE_PATHNAME', 'fencing_lease_lock_tag';
 
 REVOKE ALL ON FUNCTION fencing._lease_lock_tag(text) FROM PUBLIC;
 
-CREATE FUNCTION fencing.lease_check(name text, token bigint)
+CREATE FUNCTION fencing.lease_lock(name text, token bigint)
 RETURNS boolean
 LANGUAGE C VOLATILE PARALLEL UNSAFE
-AS 'MODULE_PATHNAME', 'fencing_lease_check';
+AS 'MODULE_PATHNAME', 'fencing_lease_lock';
 
-COMMENT ON FUNCTION fencing.lease_check(text, bigint) IS
+COMMENT ON FUNCTION fencing.lease_lock(text, bigint) IS
 	'True iff the token is current and the lease live; holds it until commit';
 
 -- Why a token is no longer its lease's current one (a lease, a semaphore
@@ -257,7 +257,7 @@ AS 'MODULE_PATHNAME', 'fencing_election_resign';
 COMMENT ON FUNCTION fencing.election_resign(text, bigint) IS
 	'The leader steps down; false for a token that is not the live leader''s';
 
--- In a WHERE clause: AND fencing.fence_allows(fence, $token).  The same
+-- In a WHERE clause: AND fencing.fence_allows(fence, $token, true).  The same
 -- choice as fence_advance: a token newer than the fence, or (allow_same)
 -- the token the row is fenced with, for a holder that writes a row again.
 CREATE FUNCTION fencing.fence_allows(fence bigint, token bigint,

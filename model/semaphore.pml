@@ -53,7 +53,7 @@
  *       fencing.pml.
  *
  * Variants (-D on the spin command line)
- *   (none)        the extension, strict fence_check (fence < t)
+ *   (none)        the extension, strict fence_allows (fence < t)
  *   SAME_HOLDER   workers A and B are two sessions of one holder name;
  *                 the holder lock makes them acquire one after the
  *                 other, and P1, P2 and P3 hold.
@@ -163,7 +163,7 @@ byte accGrant[N];	/* grant number of the last accepted write on a slot */
 #if defined(NO_FENCE)
 #define ACCEPTS(s, t)	true
 #else
-#define ACCEPTS(s, t)	(fence[s] < (t))	/* fence_check */
+#define ACCEPTS(s, t)	(fence[s] < (t))	/* fence_allows */
 #endif
 
 active proctype clock_ticks()
@@ -256,7 +256,7 @@ inline check_grant()
 
 /*
  * The write to slot sl's resource: UPDATE ... SET fence = tok WHERE slot =
- * sl AND fencing.fence_check(fence, tok).  Accepted: back to "held".
+ * sl AND fencing.fence_allows(fence, tok).  Accepted: back to "held".
  * Refused: the worker stops and releases (which fails if the slot moved on).
  */
 inline fenced_write()
@@ -394,13 +394,13 @@ held:
 	fi;
 
 check:
-	/* lease_check(name, tok), a statement (and transaction) of its own */
+	/* lease_lock(name, tok), a statement (and transaction) of its own */
 	atomic {
 		if
 		:: LIVE(sl, tok) ->
-			printf("MSC: t=%d worker %c: lease_check(%d) = true\n", clock, NAME, tok)
+			printf("MSC: t=%d worker %c: lease_lock(%d) = true\n", clock, NAME, tok)
 		:: else ->
-			printf("MSC: t=%d worker %c: lease_check(%d) = false\n", clock, NAME, tok);
+			printf("MSC: t=%d worker %c: lease_lock(%d) = false\n", clock, NAME, tok);
 			FORGET; goto end_idle
 		fi
 	};

@@ -2,7 +2,7 @@
  *
  * lease.c
  *	  lease_acquire, semaphore_acquire, lease_renew, lease_release and
- *	  lease_check.
+ *	  lease_lock.
  *
  * A lease is slot 0 of its name; a semaphore of N slots is slots 0 to
  * N-1 of its name, each slot a lease of its own with its own holder and
@@ -44,7 +44,7 @@ FENCING_FUNCTION(fencing_semaphore_acquire);
 FENCING_FUNCTION(fencing_lease_renew);
 FENCING_FUNCTION(fencing_lease_renew_all);
 FENCING_FUNCTION(fencing_lease_release);
-FENCING_FUNCTION(fencing_lease_check);
+FENCING_FUNCTION(fencing_lease_lock);
 
 /* fencing.lock_delay, in milliseconds */
 static int	lock_delay_ms = 0;
@@ -915,16 +915,16 @@ fencing_lease_freed(text *name, int64 token, const char *event,
  * "check, then write" is atomic, and a renew after it upgrades nothing.
  */
 Datum
-fencing_lease_check(PG_FUNCTION_ARGS)
+fencing_lease_lock(PG_FUNCTION_ARGS)
 {
 	LeaseRequest req = {0};
 
 	req.name = fencing_name_arg(fcinfo, 0, "lease name");
 	req.token = fencing_token_arg(fcinfo, 1);
 	/* it locks the row: a writing call */
-	PreventCommandIfReadOnly("fencing.lease_check()");
+	PreventCommandIfReadOnly("fencing.lease_lock()");
 
-	if (run_as_holder(LEASE_CHECK, &req, NULL) != 1)
+	if (run_as_holder(LEASE_LOCK, &req, NULL) != 1)
 		PG_RETURN_BOOL(false);
 	/* the lease is current here, but what it fenced may be lost */
 	fencing_check_token_band(req.token);

@@ -244,7 +244,7 @@ class Client:
         return f'{self.label}-x{self.ntxn}'
 
     def txcheck(self, name, tok):
-        """BEGIN; lease_check; hold (maybe past the TTL); [renew]; COMMIT"""
+        """BEGIN; lease_lock; hold (maybe past the TTL); [renew]; COMMIT"""
         txn = self.txn_id()
         if not self.raw('BEGIN'):
             return
