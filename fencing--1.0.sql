@@ -130,7 +130,7 @@ COMMENT ON FUNCTION fencing.lease_acquire(text, text, interval, interval) IS
 	'A new token if the lease is free, expired or held by this holder, waiting up to wait; else NULL';
 
 -- A counting semaphore: up to "slots" holders at once, each with a token of
--- its own.  Renew, release and check a slot with lease_renew,
+-- its own.  Renew, release and lock a slot with lease_renew,
 -- lease_release and lease_lock, by the semaphore's name and the token.
 CREATE FUNCTION fencing.semaphore_acquire(name text, holder text, slots integer,
 										  ttl interval, wait interval DEFAULT '0')
@@ -257,7 +257,7 @@ AS 'MODULE_PATHNAME', 'fencing_election_resign';
 COMMENT ON FUNCTION fencing.election_resign(text, bigint) IS
 	'The leader steps down; false for a token that is not the live leader''s';
 
--- In a WHERE clause: AND fencing.fence_allows(fence, $token, true).  The same
+-- In a WHERE clause: AND fencing.fence_allows(fence, $token).  The same
 -- choice as fence_advance: a token newer than the fence, or (allow_same)
 -- the token the row is fenced with, for a holder that writes a row again.
 CREATE FUNCTION fencing.fence_allows(fence bigint, token bigint,

@@ -40,8 +40,8 @@
  *
  * Variants (-D on the spin command line)
  *   (none)          the extension: strict fence_allows (fence < t)
- *   ALLOW_SAME      the non-strict check fence <= t (fence_allows,
- *                   fence_advance(..., allow_same => true), fence_guard)
+ *   ALLOW_SAME      the non-strict check fence <= t (fence_allows and
+ *                   fence_advance with allow_same => true, fence_guard)
  *   NO_FENCE        BROKEN: the resource accepts every write; the worker
  *                   checks the lease first, but may pause between check
  *                   and write.  spin finds a P1 violation.
@@ -326,9 +326,9 @@ byte accGrant;		/* grant number of the last accepted write; 0 = none */
 #if defined(NO_FENCE)
 #define ACCEPTS(t)	true
 #elif defined(ALLOW_SAME)
-#define ACCEPTS(t)	(fence <= (t))		/* fence_allows; NULL is 0 here */
+#define ACCEPTS(t)	(fence <= (t))		/* allow_same; NULL is 0 here */
 #else
-#define ACCEPTS(t)	(fence < (t))		/* fence_allows */
+#define ACCEPTS(t)	(fence < (t))		/* fence_allows(f, t) */
 #endif
 
 /*
@@ -672,8 +672,8 @@ inline enter_band()
 
 /*
  * The write to the resource: UPDATE ... SET fence = tok WHERE
- * fencing.fence_allows(fence, tok) (or fence_allows, fence_advance,
- * fence_guard).  Accepted: back to "held".  Refused: the worker learns that
+ * fencing.fence_allows(fence, tok) (or fence_allows(fence, tok, true),
+ * fence_advance, fence_guard).  Accepted: back to "held".  Refused: the worker learns that
  * its token is stale and stops (lease_release, which fails if the lease
  * is gone).
  */

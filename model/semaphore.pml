@@ -120,7 +120,7 @@ byte counter;		/* the token source: the last token issued */
  * The rows of fencing.leases for the semaphore's name, one per slot.
  * tk 0: no row yet.  A released row has holder 0 and token REL: every
  * statement treats a released row alike whatever its holder and token
- * (LEASE_TAKE takes it; LIVE() is false, so renew, release and check by a
+ * (LEASE_TAKE takes it; LIVE() is false, so renew, release and lock by a
  * token find nothing), so they share one state.
  */
 #define REL		255
@@ -163,7 +163,7 @@ byte accGrant[N];	/* grant number of the last accepted write on a slot */
 #if defined(NO_FENCE)
 #define ACCEPTS(s, t)	true
 #else
-#define ACCEPTS(s, t)	(fence[s] < (t))	/* fence_allows */
+#define ACCEPTS(s, t)	(fence[s] < (t))	/* fence_allows(f, t) */
 #endif
 
 active proctype clock_ticks()

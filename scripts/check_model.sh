@@ -37,7 +37,7 @@ trap 'rm -rf "$tmp"' EXIT
 checks=(
 	"strict|pass||strict fence_allows (fence < t), 2 workers, gaps, 1 failover; also invalid end states"
 	"strict_ltl|pass|-DP3_LTL -DNO_GAPS|the same with P3 as the LTL claim, no gaps"
-	"allow_same|pass|-DALLOW_SAME|non-strict fence_allows / fence_advance(allow_same) / fence_guard (fence <= t)"
+	"allow_same|pass|-DALLOW_SAME|non-strict fence_allows / fence_advance with allow_same / fence_guard (fence <= t)"
 	"check_in_txn|pass|-DNO_FENCE -DCHECK_IN_TXN -DFAILOVERS=0|no fence, but lease_lock and the write in one transaction"
 	"three_workers|pass|-DNW=3 -DFAILOVERS=0 -DMAXGRANTS=4|strict fence_allows, 3 workers, 4 grants, no failover"
 	"no_fence|P1|-DNO_FENCE -DFAILOVERS=0|BROKEN: no fence; the pause comes between lease_lock and the write"

@@ -2,8 +2,8 @@
 -- Bad input (a): NULL in each argument of each function.
 --
 -- A NULL argument is an error (22004) raised before anything changes,
--- with one deliberate exception: the fence argument of fence_allows,
--- fence_allows and fence_advance, where NULL means "never written with a
+-- with one deliberate exception: the fence argument of fence_allows
+-- and fence_advance, where NULL means "never written with a
 -- token".  next_token() takes no argument.  fence_guard's
 -- arguments are trigger arguments, which cannot be NULL: NULL in CREATE
 -- TRIGGER is the string 'null'.

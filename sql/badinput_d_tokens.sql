@@ -5,7 +5,7 @@
 -- errors (22023, 22004), because no such token is ever issued and a quiet
 -- "false" or "0 rows" would hide a client bug.  A positive token that is
 -- not the lease's current one -- never issued, bigint max, stale, or
--- another lease's -- is simply not current: renew, release and check
+-- another lease's -- is simply not current: renew, release and lock
 -- return false.  The fence of a row is not an argument to validate: any
 -- value, even a negative one, compares.  advance_tokens(floor) takes any
 -- floor >= 0 and never moves tokens backwards.
@@ -27,7 +27,7 @@ LANGUAGE sql AS $$ SELECT token FROM fencing.leases WHERE name = lease $$;
 CREATE FUNCTION pg_temp.unissued() RETURNS bigint
 LANGUAGE sql AS $$ SELECT last_value + 1000000 FROM fencing.token_seq $$;
 
--- renew, release and check: invalid tokens are errors, other wrong
+-- renew, release and lock: invalid tokens are errors, other wrong
 -- tokens are "false"; the lease is never touched
 SELECT q, r.* FROM (VALUES
 	($$SELECT fencing.lease_renew('bi_d', 0, '1 min')$$),

@@ -6,7 +6,7 @@
 -- READ ONLY, SET TRANSACTION READ ONLY, default_transaction_read_only.
 -- lease_lock is one of them, since it share-locks the lease row; a
 -- waiting lease_acquire fails at once instead of waiting.  The predicates
--- (fence_allows, fence_allows, fence_advance, expect_rows), the views and
+-- (fence_allows, fence_advance, expect_rows), the views and
 -- fence_guard on a temporary table work; a stale write is still refused
 -- (LF001) but not counted, since counting would need a write.
 -- (A hot standby is read-only too: t/050_standby_calls.pl.)

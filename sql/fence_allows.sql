@@ -1,4 +1,5 @@
--- fencing.fence_allows(fence, token): true iff fence IS NULL OR fence < token
+-- fencing.fence_allows(fence, token): true iff fence IS NULL OR fence < token;
+-- fence_allows(fence, token, true): fence IS NULL OR fence <= token.
 -- It spends no token and writes nothing; a true answer refuses a token
 -- from before this database's band (LF005, resource_fence_allows).
 -- Literal tokens here stand for another cluster's: this database issues
@@ -9,7 +10,10 @@ SET fencing.refuse_old_band = off;
 
 -- the truth table, including the bigint edges
 SELECT fence, token, fencing.fence_allows(fence, token) AS may_write,
-	   fencing.fence_allows(fence, token) = (fence IS NULL OR fence < token) AS as_documented
+	   fencing.fence_allows(fence, token) = (fence IS NULL OR fence < token) AS as_documented,
+	   fencing.fence_allows(fence, token, false) = fencing.fence_allows(fence, token) AS same_as_false,
+	   fencing.fence_allows(fence, token, true) AS may_write_again,
+	   fencing.fence_allows(fence, token, true) = (fence IS NULL OR fence <= token) AS allow_same_as_documented
   FROM (VALUES (NULL::bigint, 1::bigint),
 			   (NULL, 9223372036854775807),
 			   (-9223372036854775808, 1),
@@ -34,7 +38,18 @@ SELECT q, pg_temp.try(q) AS result
 			   ('SELECT fencing.fence_allows(0, 0)'),
 			   ('SELECT fencing.fence_allows(NULL, -1)'),
 			   ('SELECT fencing.fence_allows(-5, -1)'),
-			   ('SELECT fencing.fence_allows(NULL, -9223372036854775808)')) AS v(q);
+			   ('SELECT fencing.fence_allows(NULL, -9223372036854775808)'),
+			   ('SELECT fencing.fence_allows(1, NULL, true)'),
+			   ('SELECT fencing.fence_allows(1, 0, true)')) AS v(q);
+
+-- a NULL allow_same is an error (22004), as fence_advance's, whatever the
+-- fence; the token is judged first
+SELECT q, pg_temp.try(q) AS result
+  FROM (VALUES ('SELECT fencing.fence_allows(1, 2, NULL)'),
+			   ('SELECT fencing.fence_allows(NULL, 2, NULL)'),
+			   ('SELECT fencing.fence_allows(3, 2, NULL)'),
+			   ('SELECT fencing.fence_allows(1, NULL, NULL)'),
+			   ('SELECT fencing.fence_advance(1, 2, NULL)')) AS v(q);
 
 -- error text as the client sees it
 \set VERBOSITY terse
@@ -62,4 +77,4 @@ BEGIN READ ONLY;
 SELECT fencing.fence_allows(NULL, 1) AS read_only_ok;
 COMMIT;
 SELECT provolatile, proisstrict, proparallel
-  FROM pg_proc WHERE oid = 'fencing.fence_allows(bigint,bigint)'::regprocedure;
+  FROM pg_proc WHERE oid = 'fencing.fence_allows(bigint,bigint,boolean)'::regprocedure;

@@ -30,7 +30,7 @@ SELECT fencing.next_token() = :n1 + 1 AS no_token_spent;
 SELECT fencing.lease_lock('acq', :t1) AS t1_still_live;
 
 -- re-acquire by the same holder: always a new, larger token; the old one
--- is stale for renew, release and check from then on
+-- is stale for renew, release and lock from then on
 SELECT fencing.lease_acquire('acq', 'alice', '10 s') AS t2 \gset
 SELECT :t2 > :t1 AS t2_larger, :t2 > :n1 AS t2_above_earlier_tokens;
 SELECT fencing.lease_lock('acq', :t1) AS t1_check,

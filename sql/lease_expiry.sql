@@ -34,7 +34,7 @@ SELECT holder, token = :t_tx_bob AS current, state
 SELECT name, state, remaining IS NULL AS no_remaining, released_at IS NULL AS not_released
   FROM fencing.lease_status WHERE name LIKE 'exp\_%' ORDER BY name;
 
--- the holder of an expired lease can no longer renew, release or check it
+-- the holder of an expired lease can no longer renew, release or lock it
 SELECT fencing.lease_renew('exp_renew', :t_renew, '1 min') AS renew_expired;
 SELECT fencing.lease_release('exp_release', :t_release) AS release_expired;
 SELECT fencing.lease_lock('exp_check', :t_check) AS check_expired;

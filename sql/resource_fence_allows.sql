@@ -24,13 +24,13 @@ SELECT p.proname, pg_get_function_arguments(p.oid) AS arguments,
        p.provolatile, p.proparallel, p.proisstrict, p.prosecdef
   FROM pg_proc p
  WHERE p.pronamespace = 'fencing'::regnamespace
-   AND p.proname IN ('fence_allows', 'fence_allows', 'fence_advance', 'expect_rows')
+   AND p.proname IN ('fence_allows', 'fence_advance', 'expect_rows')
  ORDER BY p.proname;
 
 -- truth table, including the bigint extremes
 SELECT f.fence, t.token,
-       fencing.fence_allows(f.fence, t.token) AS fence_allows,
-       fencing.fence_allows(f.fence, t.token, true) AS fence_allows
+       fencing.fence_allows(f.fence, t.token) AS strict,
+       fencing.fence_allows(f.fence, t.token, true) AS allow_same
   FROM (VALUES (NULL::bigint), (-9223372036854775808), (-1), (0), (1), (32),
                (33), (34), (9223372036854775807)) AS f(fence)
  CROSS JOIN (VALUES (1::bigint), (33), (9223372036854775807)) AS t(token)
@@ -78,7 +78,7 @@ SELECT fence, token, fencing.fence_allows(fence, token, true) FROM resource_fc_t
 DROP TABLE resource_fc_tokens;
 
 -- In a WHERE clause: fence_allows admits the first write of a new token
--- only; fence_allows also lets the same token write the row again.
+-- only; with allow_same it also lets the same token write the row again.
 CREATE TABLE resource_fc_rows (id int PRIMARY KEY, v text NOT NULL, fence bigint);
 INSERT INTO resource_fc_rows VALUES (1, 'never written', NULL), (2, 'older', 32),
     (3, 'same', 33), (4, 'newer', 34);
@@ -88,11 +88,11 @@ WITH u AS (
      WHERE fencing.fence_allows(fence, 33)
      RETURNING id, v, fence)
 SELECT * FROM u ORDER BY id;
--- a second write with 33: fence_allows refuses every row now
+-- a second write with 33: fence_allows(fence, 33) refuses every row now
 UPDATE resource_fc_rows SET v = v || ' / checked 33 again', fence = 33
  WHERE fencing.fence_allows(fence, 33)
  RETURNING id, v, fence;
--- fence_allows: the holder of 33 may write its rows again, not row 4
+-- allow_same: the holder of 33 may write its rows again, not row 4
 WITH u AS (
     UPDATE resource_fc_rows SET v = v || ' / allowed 33', fence = 33
      WHERE fencing.fence_allows(fence, 33, true)

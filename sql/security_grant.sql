@@ -70,7 +70,7 @@ SELECT pg_temp.check('next_token', :n1 > :t3);
 
 -- the resource-side functions
 SELECT pg_temp.check('fence_allows', fencing.fence_allows(:t2, :t3) AND NOT fencing.fence_allows(:t3, :t2));
-SELECT pg_temp.check('fence_allows', fencing.fence_allows(:t3, :t3, true) AND NOT fencing.fence_allows(:t3, :t2, true));
+SELECT pg_temp.check('fence_allows allow_same', fencing.fence_allows(:t3, :t3, true) AND NOT fencing.fence_allows(:t3, :t2, true));
 SELECT pg_temp.check('fence_advance', fencing.fence_advance(:t2, :t3) = :t3);
 SELECT pg_temp.check('expect_rows', fencing.expect_rows(1, 1) = 1);
 

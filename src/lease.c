@@ -6,7 +6,7 @@
  *
  * A lease is slot 0 of its name; a semaphore of N slots is slots 0 to
  * N-1 of its name, each slot a lease of its own with its own holder and
- * token.  Renew, release and check find a slot by its token, so they serve
+ * token.  Renew, release and lock find a slot by its token, so they serve
  * both; acquiring a semaphore slot looks at all of the name's rows first
  * (fencing_survey_lease_slots).  Waiting is the same for both: one queue
  * per name, in arrival order.
@@ -85,13 +85,13 @@ holder_role_for(LeaseRequest *req)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("lease \"%s\" is held by another role",
 						text_to_cstring(req->name)),
-				 errdetail("Only the role that acquired a lease may renew, release or check it."),
+				 errdetail("Only the role that acquired a lease may renew, release or lock it, or proclaim or resign with it."),
 				 errhint("Members of role fencing_admin may act on any lease.")));
 	return holder.holder_role;
 }
 
 /*
- * Run a renew, release or check statement as the calling role.  When it
+ * Run a renew, release, lock or proclaim statement as the calling role.  When it
  * finds nothing, see whether the token is live but held by another role:
  * that is refused, unless the caller is a lease admin, who then acts with
  * the holder's role.

@@ -332,7 +332,7 @@ finds_by_token(LeaseStatement stmt)
 
 /*
  * Find the statement's row as "snapshot" sees it.  Acquiring statements
- * name the slot; renew, release and check find the slot that has the
+ * name the slot; renew, release and lock find the slot that has the
  * token (tokens are never issued twice); a forced release, the first
  * slot it would end.
  */

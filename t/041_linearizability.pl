@@ -5,7 +5,7 @@
 # it is not permissive.
 #
 # torture/lin/run.py runs six Python client processes for 30 s that acquire
-# (with and without a wait), renew, release and check leases and semaphore
+# (with and without a wait), renew, release and lock leases and semaphore
 # slots with TTLs of 80-400 ms, while the driver freezes clients with
 # SIGSTOP and cancels their statements.  Every call is recorded with its
 # invocation and response time; torture/lin/check.py then searches, name by

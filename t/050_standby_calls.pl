@@ -3,7 +3,7 @@
 # 050_standby_calls.pl: every function that issues a token or writes a
 # lease row, called on a hot standby, fails with SQLSTATE 25006 and a
 # message that says why, without waiting and without side effects; the
-# functions that only compute (fence_allows, fence_allows, fence_advance,
+# functions that only compute (fence_allows, fence_advance,
 # expect_rows) and the views work there; and nothing changes on the
 # primary.
 use strict;
@@ -195,7 +195,7 @@ is( $standby->safe_psql(
 		  . 'fencing.fence_allows(2, 2, true), fencing.fence_advance(1, 2), '
 		  . 'fencing.fence_advance(2, 2, true), fencing.expect_rows(1)'),
 	't|f|t|2|2|1',
-	'standby: fence_allows, fence_allows, fence_advance and expect_rows work');
+	'standby: fence_allows, fence_advance and expect_rows work');
 ($state, $msg) = on_standby('SELECT fencing.fence_advance(10, 5)');
 is("$state $msg", 'LF001 fencing token 5 is stale',
 	'standby: a stale fence_advance is refused (LF001), not masked by the counter');

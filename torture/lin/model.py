@@ -6,7 +6,7 @@ lease_acquire, N for semaphore_acquire), kind (a lease, or a semaphore of N
 slots: the name's kind, README "One kind per name"), TTL and lock delay,
 and whether an open transaction holds its row locked (lease_lock in a
 transaction, or a release or renew waiting for its COMMIT [PREPARED]).
-Slots are not modelled: renew, release and check find a grant by its
+Slots are not modelled: renew, release and lock find a grant by its
 token, and an acquire only needs to know how many grants occupy the name.
 
 Rules (README "Reference", docs/waiting.md):

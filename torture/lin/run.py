@@ -12,7 +12,7 @@ violations, 2 the run itself failed.
     sudo torture/lin/run.py --mode long --duration 1200 # 20 minutes
     sudo torture/lin/run.py --families basic,txcheck    # what to exercise
 
-Families (what the clients do besides acquire, renew, release and check
+Families (what the clients do besides acquire, renew, release and lock
 on lease names, with short TTLs, waits and expiry):
 
     basic        always on
