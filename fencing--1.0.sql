@@ -327,14 +327,6 @@ AS 'MODULE_PATHNAME', 'fencing_claim_guard';
 COMMENT ON FUNCTION fencing.claim_guard() IS
 	'Row trigger: refuse a completion whose token (a place of the new row, or fencing.token) is not the row''s claim stamp';
 
-CREATE FUNCTION fencing.claim_stampable()
-RETURNS trigger
-LANGUAGE C
-AS 'MODULE_PATHNAME', 'fencing_claim_stampable';
-
-COMMENT ON FUNCTION fencing.claim_stampable() IS
-	'Row trigger: refuse a row whose jsonb place (argument ''col->key'') could not take a claim stamp, at send';
-
 CREATE FUNCTION fencing.lease_force_release(name text)
 RETURNS boolean
 LANGUAGE C VOLATILE PARALLEL UNSAFE

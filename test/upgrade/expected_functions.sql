@@ -9,7 +9,6 @@ INSERT INTO pg_temp.fencing_expected_functions (signature) VALUES
 ('fencing.advance_tokens(floor bigint DEFAULT 0) RETURNS void VOLATILE PARALLEL UNSAFE'),
 ('fencing.claim_guard() RETURNS trigger VOLATILE PARALLEL UNSAFE'),
 ('fencing.claim_stamp() RETURNS trigger VOLATILE PARALLEL UNSAFE'),
-('fencing.claim_stampable() RETURNS trigger VOLATILE PARALLEL UNSAFE'),
 ('fencing.election_campaign(election text, candidate text, value text, ttl interval, wait interval DEFAULT ''00:00:00''::interval) RETURNS bigint VOLATILE PARALLEL UNSAFE'),
 ('fencing.election_leader(election text, OUT candidate text, OUT value text, OUT token bigint, OUT since timestamp with time zone, OUT expires_at timestamp with time zone) RETURNS record VOLATILE PARALLEL UNSAFE'),
 ('fencing.election_observe(election text, known_token bigint, known_value text, wait interval, OUT candidate text, OUT value text, OUT token bigint, OUT since timestamp with time zone, OUT expires_at timestamp with time zone) RETURNS record VOLATILE PARALLEL UNSAFE'),
