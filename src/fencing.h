@@ -34,6 +34,8 @@
  * A-H).  Standard codes are used wherever one fits; these cover
  * conditions only this extension has.
  */
+/* the class's own code, for what no more specific code fits */
+#define ERRCODE_FENCING_ERROR				MAKE_SQLSTATE('L','F','0','0','0')
 #define ERRCODE_FENCING_STALE_TOKEN			MAKE_SQLSTATE('L','F','0','0','1')
 #define ERRCODE_FENCING_TOKEN_EXHAUSTED		MAKE_SQLSTATE('L','F','0','0','2')
 #define ERRCODE_FENCING_ROW_NOT_FOUND		MAKE_SQLSTATE('L','F','0','0','3')

@@ -326,13 +326,13 @@ static bool
 finds_by_token(LeaseStatement stmt)
 {
 	return stmt == LEASE_RENEW || stmt == LEASE_RELEASE ||
-		stmt == LEASE_CHECK || stmt == LEASE_HOLDER_ROLE ||
+		stmt == LEASE_LOCK || stmt == LEASE_HOLDER_ROLE ||
 		stmt == LEASE_PROCLAIM;
 }
 
 /*
  * Find the statement's row as "snapshot" sees it.  Acquiring statements
- * name the slot; renew, release and check find the slot that has the
+ * name the slot; renew, release and lock find the slot that has the
  * token (tokens are never issued twice); a forced release, the first
  * slot it would end.
  */
@@ -441,7 +441,7 @@ qualifies(LeaseStatement stmt, TupleTableSlot *row, const LeaseRequest *req,
 				COL_ISNULL(row, COL_RELEASED_AT) && same_holder(row, req);
 		case LEASE_RENEW:
 		case LEASE_RELEASE:
-		case LEASE_CHECK:
+		case LEASE_LOCK:
 			return current_token(row, req) &&
 				DatumGetObjectId(COL(row, COL_HOLDER_ROLE)) == req->role &&
 				live(row, now);
@@ -1003,7 +1003,7 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 {
 	bool		writes = writes_row(stmt);
 	LOCKMODE	lockmode = writes ? RowExclusiveLock :
-		stmt == LEASE_CHECK ? RowShareLock : AccessShareLock;
+		stmt == LEASE_LOCK ? RowShareLock : AccessShareLock;
 	FencingOwnerScope scope;
 	Relation	rel;
 	Relation	key;
@@ -1049,7 +1049,7 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 		{
 			saw_row(stmt, old, req, result);
 		}
-		else if (!writes && stmt != LEASE_CHECK)
+		else if (!writes && stmt != LEASE_LOCK)
 		{
 			store_result(stmt, old, result);
 			processed = 1;
@@ -1462,7 +1462,7 @@ fencing_lease_row_statement(LeaseStatement stmt)
 		case LEASE_TAKEABLE:
 		case LEASE_RENEW:
 		case LEASE_RELEASE:
-		case LEASE_CHECK:
+		case LEASE_LOCK:
 		case LEASE_HOLDER_ROLE:
 		case LEASE_FORCE_RELEASE:
 		case LEASE_AVAILABLE_AT:
@@ -1490,7 +1490,7 @@ fencing_run_lease_row(LeaseStatement stmt, const LeaseRequest *req,
 void
 fencing_check_lease_snapshot(LeaseStatement probe, const LeaseRequest *req)
 {
-	Assert(!writes_row(probe) && probe != LEASE_CHECK);
+	Assert(!writes_row(probe) && probe != LEASE_LOCK);
 	if (!IsolationUsesXactSnapshot())
 		return;
 	if (run(probe, req, NULL, true, true) > 0 &&

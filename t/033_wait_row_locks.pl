@@ -4,7 +4,7 @@
 # another transaction.
 #
 #   - An acquire's wait is bounded while another transaction holds the row
-#     (a holder's lease_check in an open transaction, past its TTL; an
+#     (a holder's lease_lock in an open transaction, past its TTL; an
 #     uncommitted creation of the lease; a semaphore's last slot): a
 #     try-once acquire returns NULL at once, one with a wait at its
 #     deadline.  The holder's own renew and check are refused once its
@@ -139,7 +139,7 @@ sub wait_expired
 }
 
 # the holder's open transaction keeps the row locked (FOR NO KEY UPDATE,
-# the lock lease_check takes, taken here by hand so that the lease can
+# the lock lease_lock takes, taken here by hand so that the lease can
 # expire under it without a race against the clock) past the lease's TTL
 my $tok = val("SELECT fencing.lease_acquire('rl', 'A', '1 s')");
 $holder->query_safe('BEGIN');
@@ -348,7 +348,7 @@ SKIP:
 		my ($lease, $call) = @_;
 		my $t = val("SELECT fencing.lease_acquire('$lease', 'A', '1 h')");
 		$holder->query_safe('BEGIN');
-		$holder->query_safe("SELECT fencing.lease_check('$lease', $t)");
+		$holder->query_safe("SELECT fencing.lease_lock('$lease', $t)");
 		start_query($caller, sprintf($call, $t));
 		ok(wait_for_lock_wait('caller'), "$lease: the call waits for the row");
 		$step_clock->(2);
@@ -360,7 +360,7 @@ SKIP:
 	$tok = $lock_then_expire->('rj', "SELECT fencing.lease_renew('rj', %s, '1 h')");
 	is(qs($holder, "SELECT fencing.lease_renew('rj', $tok, '1 h')"),
 		'f', 'the holder\'s renew in the transaction that holds the row: false');
-	is(qs($holder, "SELECT fencing.lease_check('rj', $tok)"),
+	is(qs($holder, "SELECT fencing.lease_lock('rj', $tok)"),
 		'f', 'and its check: the row lock does not keep the lease');
 	$holder->query_safe('COMMIT');
 	($out, $err) = finish_query($caller);
@@ -369,7 +369,7 @@ SKIP:
 		'0 true', 'and the lease is as it was: not renewed, expired');
 
 	$caller->query_safe('BEGIN');
-	$tok = $lock_then_expire->('rk', "SELECT fencing.lease_check('rk', %s)");
+	$tok = $lock_then_expire->('rk', "SELECT fencing.lease_lock('rk', %s)");
 	$holder->query_safe('COMMIT');
 	($out, $err) = finish_query($caller);
 	is($out . $err, 'f', 'a check that waited past the expiry: false');
