@@ -449,14 +449,15 @@ arm_deadline(int64 deadline)
  *	- a deadline that has passed: no waiting, or only for a moment
  *	  (lock_timeout at its least, 1 ms), for waits the call cannot refuse
  *	  up front (an INSERT meeting another transaction's uncommitted row);
- *	- else until then.
+ *	- else until then, whatever the session's lock_timeout: a bounded
+ *	  wait is the call's own (its "wait" argument), and ends as such.
  * fn returns true to keep what it did: the subtransaction then commits into
  * the current (sub)transaction, which gets its locks; false rolls it back,
  * which releases the row locks it took, so that a caller that waited for a
  * row and found it no longer qualifying keeps no lock on it.  When the
  * deadline comes first, the subtransaction is rolled back too.  Any other
- * error (a cancel, statement_timeout, the caller's own shorter lock_timeout,
- * a deadlock) is raised again after the rollback.
+ * error (a cancel, statement_timeout, the caller's lock_timeout in a wait
+ * without deadline, a deadlock) is raised again after the rollback.
  *
  * A subtransaction costs some microseconds, and an XID if fn writes: callers
  * use this only once they know they must wait, except to create a lease
@@ -485,10 +486,17 @@ fencing_wait_within(bool (*fn) (void *arg), void *arg, int64 deadline)
 			(void) set_config_option("lock_timeout", "1", PGC_USERSET,
 									 PGC_S_SESSION, GUC_ACTION_SAVE, true,
 									 0, false);
-		else if (timed && (outer == FENCING_DEADLINE_NONE || deadline < outer))
+		else if (timed)
 		{
-			arm_deadline(deadline);
-			armed = true;
+			/* the call's wait bounds it, not the session's lock_timeout */
+			(void) set_config_option("lock_timeout", "0", PGC_USERSET,
+									 PGC_S_SESSION, GUC_ACTION_SAVE, true,
+									 0, false);
+			if (outer == FENCING_DEADLINE_NONE || deadline < outer)
+			{
+				arm_deadline(deadline);
+				armed = true;
+			}
 		}
 		keep = fn(arg);
 		if (armed)

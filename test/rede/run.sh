@@ -12,6 +12,8 @@ setup="CREATE EXTENSION fencing; CREATE ROLE app LOGIN; CREATE ROLE app2 LOGIN;
 GRANT USAGE ON SCHEMA fencing TO app, app2;"
 failed=0
 for f in band_entry_zombie_leader observe_lock_timeout candidate_role_hidden; do
+	# a reproduction whose finding is fixed became a test of its own
+	[ -f "test/rede/$f.sql" ] || continue
 	if bash scripts/tmp_cluster.sh bash -c "psql -X -q -c \"$setup\" && psql -X -v ON_ERROR_STOP=1 -f test/rede/$f.sql" >/tmp/rede-$f.log 2>&1; then
 		echo "ok     $f"
 	else
