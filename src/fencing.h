@@ -51,6 +51,7 @@
 /* lease layer */
 #define ERRCODE_FENCING_LEASES_UNSUPPORTED	MAKE_SQLSTATE('L','F','0','2','0')
 #define ERRCODE_FENCING_KIND_MISMATCH		MAKE_SQLSTATE('L','F','0','2','1')
+#define ERRCODE_FENCING_LEASE_EXPIRED		MAKE_SQLSTATE('L','F','0','2','2')
 
 /* documented limit on lease names and holders */
 #define FENCING_MAX_NAME_BYTES	256

@@ -91,25 +91,39 @@ holder_role_for(LeaseRequest *req)
 }
 
 /*
- * Run a renew, release, lock or proclaim statement as the calling role.  When it
- * finds nothing, see whether the token is live but held by another role:
- * that is refused, unless the caller is a lease admin, who then acts with
- * the holder's role.
+ * Run a renew, release, check or proclaim statement as the calling role.
+ * When it finds nothing, see whether the token is live but held by another
+ * role: that is refused, unless the caller is a lease admin, who then acts
+ * with the holder's role.
+ *
+ * A renew, check or proclaim that succeeds holds the lease's row until the
+ * transaction ends, and counts only if that comes before the expiry it
+ * found: else the commit fails (events.c).  A renew made in time must not
+ * bring back, at a late commit, a lease that watchers saw expire.
  */
 static uint64
 run_as_holder(LeaseStatement stmt, LeaseRequest *req, LeaseResult *result)
 {
 	Oid			caller = GetUserId();
+	LeaseResult own;
 	uint64		processed;
 
+	if (result == NULL)
+		result = &own;
 	req->role = caller;
 	processed = fencing_run_lease_statement(stmt, req, result);
-	if (processed > 0)
-		return processed;
-	req->role = holder_role_for(req);
-	if (req->role == caller)
-		return processed;
-	return fencing_run_lease_statement(stmt, req, result);
+	if (processed == 0)
+	{
+		req->role = holder_role_for(req);
+		if (req->role != caller)
+			processed = fencing_run_lease_statement(stmt, req, result);
+	}
+	if (processed > 0 && (stmt == LEASE_RENEW || stmt == LEASE_LOCK ||
+						  stmt == LEASE_PROCLAIM))
+		fencing_keep_until_commit(VARDATA_ANY(req->name),
+								  VARSIZE_ANY_EXHDR(req->name), req->token,
+								  result->expires_at);
+	return processed;
 }
 
 /* ---- acquiring ---- */
