@@ -103,6 +103,7 @@ typedef struct LeaseRowState
 	char		kind;
 	int32		slot;
 	char	   *holder;
+	Oid			holder_role;
 	int64		token;
 	char	   *value;			/* NULL if none */
 	TimestampTz acquired_at;

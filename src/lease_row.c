@@ -1270,6 +1270,7 @@ fencing_read_lease_row(text *name, int32 slot, int64 token, bool latest,
 		state->kind = DatumGetChar(COL(row, COL_KIND));
 		state->slot = DatumGetInt32(COL(row, COL_SLOT));
 		state->holder = TextDatumGetCString(COL(row, COL_HOLDER));
+		state->holder_role = DatumGetObjectId(COL(row, COL_HOLDER_ROLE));
 		state->token = DatumGetInt64(COL(row, COL_TOKEN));
 		if (!COL_ISNULL(row, COL_VALUE))
 			state->value = TextDatumGetCString(COL(row, COL_VALUE));
