@@ -89,8 +89,11 @@ typedef struct Leadership
 } Leadership;
 
 /*
- * The leader: the live holder of the election's row.  An expired or
- * released row, or a name that is no election (now), has none.
+ * The leader: the live holder of the election's row, whose token is of
+ * the current band.  An expired or released row, a name that is no
+ * election (now), or a leader lost at a failover (its token refused with
+ * LF005 everywhere, so that another candidate may take the election) has
+ * none.
  */
 static void
 read_leadership(text *name, bool latest, TimestampTz now, Leadership *l)
@@ -99,7 +102,8 @@ read_leadership(text *name, bool latest, TimestampTz now, Leadership *l)
 
 	memset(l, 0, sizeof(Leadership));
 	if (!fencing_read_lease_row(name, 0, 0, latest, now, &row) ||
-		row.kind != LEASE_KIND_ELECTION || !row.live)
+		row.kind != LEASE_KIND_ELECTION || !row.live ||
+		fencing_token_loss(row.token) != TOKEN_NOT_LOST)
 		return;
 	l->has_leader = true;
 	l->candidate = row.holder;

@@ -630,6 +630,9 @@ verify_band(const FencingCatalog *cat, TimeLineID tli, int64 floor,
 	unlock_token_state(cat, ExclusiveLock);
 	remember_band(tli, st.origin_lsn, true, false, start,
 				  BAND_VALUE(epoch, tli));
+	/* the tokens before it are lost now: whoever waits on one must look */
+	if (fencing_band_entered_hook != NULL)
+		fencing_band_entered_hook();
 }
 
 /*
@@ -678,6 +681,8 @@ raise_to_clock(const FencingCatalog *cat)
 	 * three records, the counter's last.
 	 */
 }
+
+void		(*fencing_band_entered_hook) (void) = NULL;
 
 static bool
 band_is_verified(const FencingCatalog *cat, TimeLineID tli)
