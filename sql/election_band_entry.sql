@@ -24,7 +24,7 @@ SELECT fencing.lease_check('elb', :t1);
 SELECT * FROM fencing.election_leader('elb');
 -- an observer that knows (t1, host-1) returns at once, with a wait, and
 -- one that knows no leader is told none without waiting out its wait
-SELECT candidate, value, token FROM fencing.election_observe('elb', :t1, 'host-1', '1 hour');
+SELECT candidate, value, token FROM fencing.election_observe('elb', :t1, 'host-1', '5 s');
 SELECT candidate, value, token FROM fencing.election_observe('elb', NULL, NULL, '10 ms');
 SELECT name, holder, state FROM fencing.lease_status WHERE name = 'elb';
 
