@@ -227,7 +227,8 @@ COMMENT ON FUNCTION fencing.election_proclaim(text, bigint, text) IS
 	'The leader publishes a new value; false for a token that is not the live leader''s';
 
 CREATE FUNCTION fencing.election_leader(election text,
-										OUT candidate text, OUT value text,
+										OUT candidate text,
+										OUT candidate_role name, OUT value text,
 										OUT token bigint, OUT since timestamptz,
 										OUT expires_at timestamptz)
 RETURNS record
@@ -239,7 +240,8 @@ COMMENT ON FUNCTION fencing.election_leader(text) IS
 
 CREATE FUNCTION fencing.election_observe(election text, known_token bigint,
 										 known_value text, wait interval,
-										 OUT candidate text, OUT value text,
+										 OUT candidate text,
+										 OUT candidate_role name, OUT value text,
 										 OUT token bigint, OUT since timestamptz,
 										 OUT expires_at timestamptz)
 RETURNS record

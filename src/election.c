@@ -81,6 +81,7 @@ typedef struct Leadership
 {
 	bool		has_leader;
 	char	   *candidate;
+	Oid			candidate_role;	/* the role that campaigned */
 	char	   *value;
 	int64		token;
 	TimestampTz since;
@@ -88,8 +89,11 @@ typedef struct Leadership
 } Leadership;
 
 /*
- * The leader: the live holder of the election's row.  An expired or
- * released row, or a name that is no election (now), has none.
+ * The leader: the live holder of the election's row, whose token is of
+ * the current band.  An expired or released row, a name that is no
+ * election (now), or a leader lost at a failover (its token refused with
+ * LF005 everywhere, so that another candidate may take the election) has
+ * none.
  */
 static void
 read_leadership(text *name, bool latest, TimestampTz now, Leadership *l)
@@ -98,10 +102,12 @@ read_leadership(text *name, bool latest, TimestampTz now, Leadership *l)
 
 	memset(l, 0, sizeof(Leadership));
 	if (!fencing_read_lease_row(name, 0, 0, latest, now, &row) ||
-		row.kind != LEASE_KIND_ELECTION || !row.live)
+		row.kind != LEASE_KIND_ELECTION || !row.live ||
+		fencing_token_loss(row.token) != TOKEN_NOT_LOST)
 		return;
 	l->has_leader = true;
 	l->candidate = row.holder;
+	l->candidate_role = row.holder_role;
 	l->value = row.value;
 	l->token = row.token;
 	l->since = row.acquired_at;
@@ -142,29 +148,44 @@ read_leadership_checked(text *name, Leadership *l)
 	}
 }
 
-/* (candidate, value, token, since, expires_at), all NULL without a leader */
+/*
+ * (candidate, candidate_role, value, token, since, expires_at), all NULL
+ * without a leader.  A candidate is its role and its name: followers tell
+ * leaders apart by both (docs/security.md).
+ */
 static Datum
 leadership_datum(FunctionCallInfo fcinfo, const Leadership *l)
 {
 	TupleDesc	desc;
-	Datum		values[5] = {0};
-	bool		nulls[5] = {true, true, true, true, true};
+	Datum		values[6] = {0};
+	bool		nulls[6] = {true, true, true, true, true, true};
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	if (l->has_leader)
 	{
+		char	   *role = GetUserNameFromId(l->candidate_role, true);
+
 		values[0] = CStringGetTextDatum(l->candidate);
 		nulls[0] = false;
-		if (l->value != NULL)
+		/* NULL once the role is dropped */
+		if (role != NULL)
 		{
-			values[1] = CStringGetTextDatum(l->value);
+			NameData   *rolename = (NameData *) palloc0(NAMEDATALEN);
+
+			namestrcpy(rolename, role);
+			values[1] = NameGetDatum(rolename);
 			nulls[1] = false;
 		}
-		values[2] = Int64GetDatum(l->token);
-		values[3] = TimestampTzGetDatum(l->since);
-		values[4] = TimestampTzGetDatum(l->expires_at);
-		nulls[2] = nulls[3] = nulls[4] = false;
+		if (l->value != NULL)
+		{
+			values[2] = CStringGetTextDatum(l->value);
+			nulls[2] = false;
+		}
+		values[3] = Int64GetDatum(l->token);
+		values[4] = TimestampTzGetDatum(l->since);
+		values[5] = TimestampTzGetDatum(l->expires_at);
+		nulls[3] = nulls[4] = nulls[5] = false;
 	}
 	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values,
 											 nulls));

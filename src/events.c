@@ -55,14 +55,16 @@
  * Advisory locks use 1 and 2 in field 4; 0x4645 ("FE": a lease's wake-up
  * registry), 0x4646 ("FF": its queue of waiters), 0x4647 ("FG": a
  * holder's acquire of a semaphore), 0x4648 ("FH": creating a name's rows
- * or changing its kind) and 0x4649 ("FI": a commit that keeps a lease) are
- * ours alone.
+ * or changing its kind), 0x4649 ("FI": a commit that keeps a lease) and
+ * 0x464A ("FJ": the database's waiters, woken at a band entry) are ours
+ * alone.
  */
 #define FENCING_LOCKTAG_FIELD4	0x4645
 #define FENCING_QUEUE_LOCKTAG_FIELD4	0x4646
 #define FENCING_HOLDER_LOCKTAG_FIELD4	0x4647
 #define FENCING_NAME_LOCKTAG_FIELD4	0x4648
 #define FENCING_KEEP_LOCKTAG_FIELD4	0x4649
+#define FENCING_BAND_LOCKTAG_FIELD4	0x464A
 
 /* tags of leases released in the current transaction, to wake at commit */
 static List *wake_at_commit = NIL;
@@ -267,11 +269,26 @@ fencing_lease_lock_tag(PG_FUNCTION_ARGS)
 									 InvalidOid, NULL, 0));
 }
 
+/*
+ * Every waiter of the database registers on one more tag: a band entry
+ * (token.c) ends every token before it, a change no lease row records, and
+ * wakes them all, so that an observer or watcher of a token lost there,
+ * and a candidate waiting for its election, look again at once.
+ */
+static void
+band_locktag(LOCKTAG *tag)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, 0, 0,
+						 FENCING_BAND_LOCKTAG_FIELD4);
+}
+
 void
 fencing_waiter_register(const char *name, int len)
 {
 	LOCKTAG		tag;
 
+	band_locktag(&tag);
+	(void) LockAcquire(&tag, ShareLock, false, false);
 	lease_locktag(&tag, name, len);
 	(void) LockAcquire(&tag, ShareLock, false, false);
 }
@@ -282,6 +299,8 @@ fencing_waiter_unregister(const char *name, int len)
 	LOCKTAG		tag;
 
 	lease_locktag(&tag, name, len);
+	(void) LockRelease(&tag, ShareLock, false);
+	band_locktag(&tag);
 	(void) LockRelease(&tag, ShareLock, false);
 }
 
@@ -960,6 +979,16 @@ events_xact_callback(XactEvent event, void *arg)
 	}
 }
 
+/* A band entry: wake every waiter of the database now (not transactional). */
+static void
+wake_band_waiters(void)
+{
+	LOCKTAG		tag;
+
+	band_locktag(&tag);
+	wake_waiters(&tag);
+}
+
 /* Wake the lease's waiters once this transaction has committed. */
 void
 fencing_wake_waiters_at_commit(const char *name, int len)
@@ -1008,6 +1037,7 @@ fencing_events_init(void)
 {
 	RegisterXactCallback(events_xact_callback, NULL);
 	RegisterSubXactCallback(events_subxact_callback, NULL);
+	fencing_band_entered_hook = wake_band_waiters;
 	DefineCustomBoolVariable("fencing.notify",
 							 "Send NOTIFY fencing on lease acquire, takeover and release.",
 							 "Off by default: every notifying commit takes the notification queue's lock.",

@@ -106,6 +106,7 @@ typedef struct LeaseRowState
 	char		kind;
 	int32		slot;
 	char	   *holder;
+	Oid			holder_role;
 	int64		token;
 	char	   *value;			/* NULL if none */
 	TimestampTz acquired_at;

@@ -409,6 +409,19 @@ live(TupleTableSlot *row, TimestampTz now)
 		DatumGetTimestampTz(COL(row, COL_EXPIRES_AT)) > now;
 }
 
+/*
+ * An election whose leader's token is from before the current band: the
+ * leader can no longer renew, proclaim or write (LF005), so the election
+ * is free to the other candidates at once, not at expiry
+ * (docs/elections.md).  Leases and semaphores stay held until expiry.
+ */
+static bool
+lost_election(TupleTableSlot *row)
+{
+	return DatumGetChar(COL(row, COL_KIND)) == LEASE_KIND_ELECTION &&
+		fencing_token_loss(DatumGetInt64(COL(row, COL_TOKEN))) != TOKEN_NOT_LOST;
+}
+
 /* Of the kind and slot count the acquire takes the name as. */
 static bool
 same_kind(TupleTableSlot *row, const LeaseRequest *req)
@@ -435,7 +448,8 @@ qualifies(LeaseStatement stmt, TupleTableSlot *row, const LeaseRequest *req,
 			/* released, free after expiry and lock delay, or our own */
 			return same_kind(row, req) &&
 				(!COL_ISNULL(row, COL_RELEASED_AT) ||
-				 free_at(row) <= now || same_holder(row, req));
+				 free_at(row) <= now || same_holder(row, req) ||
+				 lost_election(row));
 		case LEASE_TAKE_OWN:
 			/* not released and our own: others' queue does not stop us */
 			return same_kind(row, req) &&
@@ -862,7 +876,8 @@ store_result(LeaseStatement stmt, TupleTableSlot *row, LeaseResult *result)
 			result->expires_at = DatumGetTimestampTz(COL(row, COL_EXPIRES_AT));
 			break;
 		case LEASE_AVAILABLE_AT:
-			result->available_now = !COL_ISNULL(row, COL_RELEASED_AT);
+			result->available_now = !COL_ISNULL(row, COL_RELEASED_AT) ||
+				lost_election(row);
 			result->available_at = result->available_now ? 0 : free_at(row);
 			break;
 		default:
@@ -1455,6 +1470,7 @@ fencing_read_lease_row(text *name, int32 slot, int64 token, bool latest,
 		state->kind = DatumGetChar(COL(row, COL_KIND));
 		state->slot = DatumGetInt32(COL(row, COL_SLOT));
 		state->holder = TextDatumGetCString(COL(row, COL_HOLDER));
+		state->holder_role = DatumGetObjectId(COL(row, COL_HOLDER_ROLE));
 		state->token = DatumGetInt64(COL(row, COL_TOKEN));
 		if (!COL_ISNULL(row, COL_VALUE))
 			state->value = TextDatumGetCString(COL(row, COL_VALUE));

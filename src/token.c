@@ -899,6 +899,9 @@ verify_band(const FencingCatalog *cat, TimeLineID tli, int64 floor,
 	read_token_state(cat, &st);
 	unlock_token_state(cat, ExclusiveLock);
 	remember_band(tli, &st, true, false, start, st.band);
+	/* the tokens before it are lost now: whoever waits on one must look */
+	if (fencing_band_entered_hook != NULL)
+		fencing_band_entered_hook();
 }
 
 /*
@@ -942,6 +945,8 @@ raise_to_clock(const FencingCatalog *cat)
 	 * records, the counter's last.
 	 */
 }
+
+void		(*fencing_band_entered_hook) (void) = NULL;
 
 /*
  * Nothing moved since this backend verified the band: no band entry, raise

@@ -26,4 +26,7 @@ extern FencingTokenLoss fencing_token_loss(int64 token);
 extern void fencing_check_token_band(int64 token);
 extern void fencing_token_history_arrived(int64 floor);
 
+/* called once this backend has entered a new band (set by events.c) */
+extern void (*fencing_band_entered_hook) (void);
+
 #endif							/* FENCING_TOKEN_H */

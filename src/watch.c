@@ -232,6 +232,8 @@ token_changed(void *arg, TimestampTz *until, int32 *slot)
 	WatchState *w = (WatchState *) arg;
 
 	judge_token(w, false, GetCurrentTimestamp());
+	/* a band entry wakes us too (events.c) */
+	judge_band(w);
 	if (w->fate != FATE_CURRENT)
 		return true;
 	*until = w->expires_at;
