@@ -53,15 +53,16 @@ class LeadershipLost extends Error {
 // What each SQLSTATE of README.md#sqlstates means to an elector and to the
 // writes of its leader.
 // lost: a renew or a write with the token was refused: a newer token wrote,
-// or the token is from before a failover (band).
-const LOST = { LF001: 'refused', LF005: 'lost_at_failover' };
+// or the token is from before a failover (band), or the transaction that
+// renewed it committed after its expiry.
+const LOST = { LF001: 'refused', LF005: 'lost_at_failover', LF022: 'expired' };
 // retry: no token now (epoch mode without a valid epoch file, or not yet a
 // greater epoch after a promotion; a standby): campaign later.
 const RETRY = new Set(['LF006', 'LF007', '25006']);
-// fatal: nothing a retry changes (token space exhausted, fencing.leases
+// fatal: nothing a retry changes (the class code, raised by nothing today; token space exhausted, fencing.leases
 // altered, the name is a lease or a semaphore, another role's election,
 // bad arguments): run() rejects with an ElectionError.
-const FATAL = new Set(['LF002', 'LF020', 'LF021', '42501', '22023', '22004']);
+const FATAL = new Set(['LF000', 'LF002', 'LF020', 'LF021', '42501', '22023', '22004']);
 // write: the caller's write itself (no such row, no declared token, a claim
 // guard's refusals): not a verdict on the leadership.
 const WRITE = new Set(['LF003', 'LF004', 'LF010', 'LF011', 'LF012']);
@@ -416,13 +417,15 @@ class LeaderElector {
   }
 
   async _resign(lead) {
+    // stopped first: the work stops while the lease is still held, and the
+    // watcher, woken by the resignation, finds the reason set
+    lead.lose('stopped');
     try {
       await this.conn.query('SELECT fencing.election_resign($1, $2)',
         [this.election, lead.token], this.callTimeout * 1000);
     } catch (e) {
       this._log('resign_error', { token: lead.token, error: describe(e) });
     }
-    lead.lose('stopped');
   }
 }
 

@@ -39,7 +39,7 @@ What it does, and why:
 - Nothing is kept per session: every call is one statement in autocommit,
   so it works through pgbouncer in transaction mode, and a recycled server
   connection changes nothing.
-- Every SQLSTATE of the README's table (LF001 to LF021) has one meaning
+- Every SQLSTATE of the README's table (LF000 to LF022) has one meaning
   here (sqlstate_action): the leadership is lost, campaign again later,
   stop (run() raises ElectionError), or the caller's own write failed.
 
@@ -58,14 +58,16 @@ __all__ = ["DeadlineConnection", "DeadlineExceeded", "ElectionError", "LeaderEle
 
 # What each SQLSTATE of README.md#sqlstates means to an elector and to the
 # writes of its leader.
-LOST = {"LF001": "refused", "LF005": "lost_at_failover"}
+LOST = {"LF001": "refused", "LF005": "lost_at_failover", "LF022": "expired"}
 """A renew or a write with the token was refused: a newer token wrote, or
-the token is from before a failover (band).  The leadership is over."""
+the token is from before a failover (band), or the transaction that renewed
+it committed after its expiry.  The leadership is over."""
 RETRY = frozenset(["LF006", "LF007", "25006"])
 """No token now: epoch mode without a valid epoch file, or not yet a
 greater epoch after a promotion; a standby (read-only).  Campaign later."""
-FATAL = frozenset(["LF002", "LF020", "LF021", "42501", "22023", "22004"])
-"""Nothing a retry changes: token space exhausted, fencing.leases altered,
+FATAL = frozenset(["LF000", "LF002", "LF020", "LF021", "42501", "22023", "22004"])
+"""Nothing a retry changes: the class code itself (raised by nothing
+today), token space exhausted, fencing.leases altered,
 the name is a lease or a semaphore, another role's election, bad
 arguments.  run() raises ElectionError."""
 WRITE = frozenset(["LF003", "LF004", "LF010", "LF011", "LF012"])
@@ -427,12 +429,14 @@ class LeaderElector:
             conn.close()
 
     def _resign(self, lead):
+        # stopped first: the work stops while the lease is still held, and
+        # the watcher, woken by the resignation, finds the reason set
+        lead.lose("stopped")
         try:
             self._conn.query("SELECT fencing.election_resign(%s, %s)",
                              (self.election, lead.token), timeout=self.call_timeout)
         except (DeadlineExceeded, psycopg2.Error) as e:
             self._log("resign_error", token=lead.token, error=_describe(e))
-        lead.lose("stopped")
 
     def _observe(self):
         try:
