@@ -60,12 +60,6 @@ fencing_leases_restored(PG_FUNCTION_ARGS)
 	if (fencing_writing_leases)
 		return PointerGetDatum(tuple);
 
-#ifdef FENCING_TIMELINE_BANDS
-	/* negative control: the old statement trigger never fired in apply */
-	if (SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA)
-		return PointerGetDatum(tuple);
-#endif
-
 	attnum = SPI_fnumber(RelationGetDescr(trigdata->tg_relation), "token");
 	if (attnum <= 0 ||
 		TupleDescAttr(RelationGetDescr(trigdata->tg_relation),

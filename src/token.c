@@ -192,11 +192,6 @@
 /* where epoch mode keeps the greatest epoch of each database's bands */
 #define EPOCH_FLOOR_DIR		"fencing_epochs"
 
-#ifdef FENCING_TIMELINE_BANDS
-/* the old rule, for the negative control only: band = timeline + K */
-#define OLD_BAND_BITS		44
-#endif
-
 /*
  * Clock mode: a token lags the wall clock by at most fencing.max_clock_lag.
  * A draw further behind raises the counter to the clock first
@@ -204,12 +199,6 @@
  * whatever the rate.
  */
 #define CLOCK_LAG_USECS		((int64) max_clock_lag_ms * 1000)
-#ifndef FENCING_NO_CLOCK_FLOOR
-#define CLOCK_FLOOR			true
-#else
-/* negative control only: 83fed51's token source, no floor between bands */
-#define CLOCK_FLOOR			false
-#endif
 
 /* what classify() finds: the band is current, or why one is entered */
 typedef enum BandEntry
@@ -310,11 +299,7 @@ fencing_forget_token_band(void)
 static bool
 epoch_mode(void)
 {
-#ifdef FENCING_TIMELINE_BANDS
-	return false;
-#else
 	return epoch_file != NULL && epoch_file[0] != '\0';
-#endif
 }
 
 /* LSN of the last WAL record that changed a sequence */
@@ -706,14 +691,8 @@ remember_band(TimeLineID tli, const TokenState *st, bool issuer,
 	verified.end = PG_INT64_MAX;
 	verified.clock_band = (epoch == 0);
 	verified.counter_seen = 0;
-#ifndef FENCING_TIMELINE_BANDS
 	if (epoch > 0)
 		verified.end = (epoch + 1) << EPOCH_SHIFT;
-#else
-	verified.clock_band = false;
-	if ((start >> OLD_BAND_BITS) < (PG_INT64_MAX >> OLD_BAND_BITS))
-		verified.end = ((start >> OLD_BAND_BITS) + 1) << OLD_BAND_BITS;
-#endif
 }
 
 /*
@@ -729,24 +708,6 @@ band_floor(const TokenState *st, BandEntry entry, TimeLineID tli,
 	if (start == PG_INT64_MAX)
 		token_space_exhausted(0);
 	start++;
-
-#ifdef FENCING_TIMELINE_BANDS
-	{
-		/*
-		 * Negative control for the test suite only: today's rule, band =
-		 * timeline + K with 2^44 tokens each and no clock; a fresh install
-		 * starts at 1.  Never build a release with this.
-		 */
-		int64		band = Max(st->start, st->counter) >> OLD_BAND_BITS;
-
-		if (entry == BAND_TIMELINE && tli > BAND_TLI(st->band))
-			band += tli - BAND_TLI(st->band);
-		else if (entry != BAND_FIRST)
-			band += tli;
-		*epoch_out = 0;
-		return Max(start, band << OLD_BAND_BITS);
-	}
-#endif
 
 	if (!epoch_mode())
 	{
@@ -995,20 +956,6 @@ fencing_issue_token(void)
 	TimeLineID	tli;
 	int64		token;
 
-#ifdef FENCING_PLAIN_NEXTVAL
-
-	/*
-	 * Negative control for the test suite only: a plain nextval() with no
-	 * flush and no band, the design the crash, promotion, PITR and restore
-	 * tests must catch.  Never build a release with this.
-	 */
-	cat = fencing_catalog();
-	fencing_become_owner(&scope);
-	token = nextval_internal(cat->token_seq_oid, false);
-	fencing_restore_user(&scope);
-	return token;
-#endif
-
 	refuse_in_recovery();
 	tli = insertion_timeline();
 	PreventCommandIfReadOnly("fencing.next_token()");
@@ -1034,7 +981,7 @@ fencing_issue_token(void)
 			verify_band(cat, tli, 0, false);
 			continue;
 		}
-		if (CLOCK_FLOOR && verified.clock_band &&
+		if (verified.clock_band &&
 			token < unix_clock_usecs() - CLOCK_LAG_USECS)
 		{
 			/* behind the clock (idle, or frozen): raise, draw again */
@@ -1081,9 +1028,6 @@ fencing_token_loss(int64 token)
 	FencingOwnerScope scope;
 	TimeLineID	tli;
 
-#if defined(FENCING_TIMELINE_BANDS) || defined(FENCING_PLAIN_NEXTVAL)
-	return TOKEN_NOT_LOST;
-#endif
 	if (!refuse_old_band || RecoveryInProgress())
 		return TOKEN_NOT_LOST;
 	tli = insertion_timeline();
@@ -1126,7 +1070,7 @@ fencing_token_loss(int64 token)
 		verified.counter_seen = read_counter(cat);
 	fencing_restore_user(&scope);
 
-	if (CLOCK_FLOOR && verified.issuer && verified.start != PG_INT64_MAX &&
+	if (verified.issuer && verified.start != PG_INT64_MAX &&
 		token > verified.counter_seen)
 		return TOKEN_ABOVE_COUNTER;
 	if (verified.issuer && token < verified.start)
