@@ -568,11 +568,7 @@ fencing_claim_guard(PG_FUNCTION_ARGS)
 	if (!has_delivery)
 	{
 		if (allow_unfenced)
-		{
-			/* not when a misspelt fencing.token is set (13 and 14) */
-			fencing_refuse_guc_placeholders();
 			return PointerGetDatum(result);
-		}
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCING_MISSING_TOKEN),
 				 errmsg("%s of a claimed row of \"%s\" carries no fencing token",

@@ -25,9 +25,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "commands/async.h"
-#if PG_VERSION_NUM >= 140000
 #include "common/hmac.h"
-#endif
 #include "common/sha2.h"
 #include "lib/stringinfo.h"
 #include "libpq/libpq-be.h"
@@ -102,7 +100,6 @@ learn_tag_key(void)
 	static const char label[] = "fencing lock tags";
 	const uint8 *nonce = (const uint8 *) GetMockAuthenticationNonce();
 	uint8		digest[PG_SHA256_DIGEST_LENGTH];
-#if PG_VERSION_NUM >= 140000
 	pg_hmac_ctx *ctx = pg_hmac_create(PG_SHA256);
 
 	if (ctx == NULL || pg_hmac_init(ctx, nonce, TAG_NONCE_LEN) < 0 ||
@@ -110,27 +107,6 @@ learn_tag_key(void)
 		pg_hmac_final(ctx, digest, sizeof(digest)) < 0)
 		elog(ERROR, "could not derive the key of the lease lock tags");
 	pg_hmac_free(ctx);
-#else
-	pg_sha256_ctx ctx;
-	uint8		pad[PG_SHA256_BLOCK_LENGTH];
-	uint8		inner[PG_SHA256_DIGEST_LENGTH];
-
-	/* RFC 2104 HMAC, with a key shorter than the block */
-	memset(pad, 0x36, sizeof(pad));
-	for (int i = 0; i < TAG_NONCE_LEN; i++)
-		pad[i] ^= nonce[i];
-	pg_sha256_init(&ctx);
-	pg_sha256_update(&ctx, pad, sizeof(pad));
-	pg_sha256_update(&ctx, (const uint8 *) label, strlen(label));
-	pg_sha256_final(&ctx, inner);
-	memset(pad, 0x5c, sizeof(pad));
-	for (int i = 0; i < TAG_NONCE_LEN; i++)
-		pad[i] ^= nonce[i];
-	pg_sha256_init(&ctx);
-	pg_sha256_update(&ctx, pad, sizeof(pad));
-	pg_sha256_update(&ctx, inner, sizeof(inner));
-	pg_sha256_final(&ctx, digest);
-#endif
 	memcpy(tag_key, digest, TAG_KEY_LEN);
 	tag_key_known = true;
 }
@@ -335,24 +311,16 @@ fencing_waiter_sleep(long timeout_ms)
 #if PG_VERSION_NUM >= 170000
 	look_up_wait_event();
 #endif
-#if PG_VERSION_NUM >= 150000
 	if (MyProcPort != NULL)
 		events |= WL_SOCKET_CLOSED;
 	rc = WaitLatchOrSocket(MyLatch, events,
 						   MyProcPort != NULL ? MyProcPort->sock : PGINVALID_SOCKET,
 						   timeout_ms, lease_wait_event);
-#else
-	rc = WaitLatch(MyLatch, events, timeout_ms, lease_wait_event);
-#endif
 	ResetLatch(MyLatch);
-#if PG_VERSION_NUM >= 150000
 	if (rc & WL_SOCKET_CLOSED)
 		ereport(FATAL,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("connection to client lost while waiting for a lease")));
-#else
-	(void) rc;
-#endif
 	CHECK_FOR_INTERRUPTS();
 }
 

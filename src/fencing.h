@@ -91,7 +91,6 @@ extern void fencing_restore_user(const FencingOwnerScope *scope);
 
 /* guc_prefix.c */
 extern void fencing_reserve_guc_prefix(void);
-extern void fencing_refuse_guc_placeholders(void);
 
 /* args.c */
 extern void fencing_require_arg(FunctionCallInfo fcinfo, int argno,

@@ -330,11 +330,7 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 			return PointerGetDatum(newtuple);
 		}
 		if (!has_token)
-		{
-			/* an unfenced row: not for a misspelt fencing.token (13, 14) */
-			fencing_refuse_guc_placeholders();
-			return PointerGetDatum(newtuple);
-		}
+			return PointerGetDatum(newtuple);	/* an unfenced row */
 		fencing_fenced_write_durable();
 		return PointerGetDatum(stamp_fence(newtuple, desc, attnum, token));
 	}
@@ -355,12 +351,8 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 			/* a lost DELETE would bring back the row and its older fence */
 			fencing_fenced_write_durable();
 		}
-		else
-		{
-			if (!allow_unfenced)
-				report_unfenced(rel, colname, "DELETE");
-			fencing_refuse_guc_placeholders();
-		}
+		else if (!allow_unfenced)
+			report_unfenced(rel, colname, "DELETE");
 		return PointerGetDatum(oldtuple);
 	}
 
@@ -399,7 +391,6 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 	{
 		if (!allow_unfenced || (fence_changes && old_is_token))
 			report_unfenced(rel, colname, "UPDATE");
-		fencing_refuse_guc_placeholders();
 		return PointerGetDatum(newtuple);
 	}
 	/* stamped with the token the row is fenced with, the fence stays */

@@ -772,13 +772,7 @@ update_row(Relation rel, Snapshot snapshot, TupleTableSlot *old,
 	prepare_checks(rri, rel, estate);
 	if (only_arrival_triggers(rel))
 		rri->ri_TrigDesc = NULL;
-#if PG_VERSION_NUM >= 140000
 	estate->es_opened_result_relations = list_make1(rri);
-#else
-	estate->es_result_relations = rri;
-	estate->es_num_result_relations = 1;
-	estate->es_result_relation_info = rri;
-#endif
 	estate->es_output_cid = GetCurrentCommandId(true);
 	estate->es_snapshot = snapshot;
 	ExecOpenIndices(rri, false);
@@ -795,11 +789,7 @@ update_row(Relation rel, Snapshot snapshot, TupleTableSlot *old,
 	fencing_writing_leases = true;
 	PG_TRY();
 	{
-#if PG_VERSION_NUM >= 140000
 		ExecSimpleRelationUpdate(rri, estate, &epqstate, old, ch->slot);
-#else
-		ExecSimpleRelationUpdate(estate, &epqstate, old, ch->slot);
-#endif
 	}
 	PG_FINALLY();
 	{

@@ -64,8 +64,6 @@ typedef struct LeaseStatementDef
 } LeaseStatementDef;
 
 #define EQ " OPERATOR(pg_catalog.=) "
-/* on 13, access/xact.h brings utils/datetime.h, whose NOW means "now" */
-#undef NOW
 #define NOW "pg_catalog.clock_timestamp()"
 #define PLUS " OPERATOR(pg_catalog.+) "
 

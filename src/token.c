@@ -324,11 +324,7 @@ sequence_lsn(Oid seqoid)
 static TimeLineID
 insertion_timeline(void)
 {
-#if PG_VERSION_NUM >= 150000
 	return GetWALInsertionTimeLine();
-#else
-	return ThisTimeLineID;
-#endif
 }
 
 static void
