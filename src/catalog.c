@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
- * fencing.c
- *	  Module entry point, the per-backend cache of the extension's OIDs,
- *	  switching to the extension owner for internal queries, and who is an
- *	  admin: the bottom layer every other file may use.
+ * catalog.c
+ *	  The per-backend cache of the extension's OIDs, switching to the
+ *	  extension owner for internal queries, and who is an admin: part of
+ *	  the base layer (fencing.h), which calls no other layer.
  *
  * Every table and sequence of the extension belongs to its owner and no
  * other role gets privileges on them.  The C functions run their internal
@@ -24,22 +24,6 @@
 #include "utils/rel.h"
 
 #include "fencing.h"
-#include "lease.h"
-#include "resource.h"
-#include "stats.h"
-#include "token.h"
-
-#if PG_VERSION_NUM >= 180000
-/* FENCING_VERSION: fencing.control's default_version, from the Makefile */
-#ifndef FENCING_VERSION
-#error "FENCING_VERSION is not defined: build with the Makefile"
-#endif
-PG_MODULE_MAGIC_EXT(.name = "fencing",.version = FENCING_VERSION);
-#else
-PG_MODULE_MAGIC;
-#endif
-
-void		_PG_init(void);
 
 static FencingCatalog catalog;
 static bool catalog_valid = false;
@@ -66,15 +50,9 @@ fencing_relcache_callback(Datum arg, Oid relid)
 }
 
 void
-_PG_init(void)
+fencing_catalog_init(void)
 {
 	CacheRegisterRelcacheCallback(fencing_relcache_callback, (Datum) 0);
-	fencing_token_init();
-	fencing_define_token_guc();
-	fencing_lease_init();
-	fencing_events_init();
-	fencing_reserve_guc_prefix();
-	fencing_stats_init();
 }
 
 static Oid
@@ -94,12 +72,10 @@ const FencingCatalog *
 fencing_catalog(void)
 {
 	Relation	rel;
-	Oid			old_token_seq;
 
 	if (catalog_valid)
 		return &catalog;
 
-	old_token_seq = catalog.token_seq_oid;
 	catalog.namespace_oid = get_namespace_oid("fencing", false);
 	catalog.leases_oid = lookup_member("leases", catalog.namespace_oid);
 	catalog.token_seq_oid = lookup_member("token_seq", catalog.namespace_oid);
@@ -112,10 +88,6 @@ fencing_catalog(void)
 	rel = relation_open(catalog.leases_oid, AccessShareLock);
 	catalog.owner_oid = rel->rd_rel->relowner;
 	relation_close(rel, AccessShareLock);
-
-	/* a reinstalled extension has a new counter: check its band again */
-	if (old_token_seq != catalog.token_seq_oid)
-		fencing_forget_token_band();
 
 	catalog.generation++;
 	catalog_valid = true;

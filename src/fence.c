@@ -39,7 +39,6 @@
 #include "utils/plancache.h"
 
 #include "resource.h"
-#include "stats.h"
 
 FENCING_FUNCTION(fencing_fence_check);
 FENCING_FUNCTION(fencing_fence_allows);

@@ -21,7 +21,7 @@
 
 /* Called from _PG_init, after the library's parameters are defined. */
 void
-fencing_reserve_guc_prefix(void)
+fencing_guc_prefix_init(void)
 {
 	MarkGUCPrefixReserved(FENCING_GUC_PREFIX);
 }

@@ -1,7 +1,9 @@
 /*-------------------------------------------------------------------------
  *
- * events.c
- *	  Waking waiting acquirers, and NOTIFY for clients that watch leases.
+ * lease_wait.c
+ *	  Waiting for a lease: the queue of waiters, deadlines, waking waiters
+ *	  at commit, the lease lock tags, and NOTIFY for clients that watch
+ *	  leases.
  *
  * Waiters of a lease queue for it in the lock manager (see "the queue of
  * waiters" below); the head of the queue, and only it, waits for the
@@ -658,7 +660,7 @@ fencing_holder_lock(const char *name, int len, const char *holder, int hlen,
  * Creating a row of a name, and changing the kind or slot count of its
  * rows, look at all of the name's rows (committed or not) and then write:
  * this lock, held for that look and write only, makes the two one step
- * among those who define the name (lease_row.c, fencing_define_lease_name).
+ * among those who define the name (lease_table.c, fencing_define_lease_name).
  * Acquires of existing rows of the right kind never take it.  Its tag is
  * keyed as the others are, so that no role can make another name's
  * definitions wait on its own.
@@ -725,7 +727,7 @@ wake_waiters(LOCKTAG *tag)
 }
 
 static void
-events_xact_callback(XactEvent event, void *arg)
+lease_wait_xact_callback(XactEvent event, void *arg)
 {
 	ListCell   *lc;
 
@@ -798,9 +800,9 @@ fencing_notify(const char *event, const char *name, int len, int64 token,
 }
 
 void
-fencing_events_init(void)
+fencing_lease_wait_init(void)
 {
-	RegisterXactCallback(events_xact_callback, NULL);
+	RegisterXactCallback(lease_wait_xact_callback, NULL);
 	DefineCustomBoolVariable("fencing.notify",
 							 "Send NOTIFY fencing on lease acquire, takeover and release.",
 							 "Off by default: every notifying commit takes the notification queue's lock.",

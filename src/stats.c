@@ -71,7 +71,7 @@
 #include "storage/dsm_registry.h"
 #endif
 
-#include "stats.h"
+#include "fencing.h"
 
 FENCING_FUNCTION(fencing_stats);
 FENCING_FUNCTION(fencing_stats_wait_histogram);

@@ -173,7 +173,6 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
-#include "stats.h"
 #include "token.h"
 
 /* epoch e owns [e << EPOCH_SHIFT, (e + 1) << EPOCH_SHIFT) */
@@ -287,12 +286,31 @@ fencing_token_init(void)
 							 NULL, NULL, NULL);
 }
 
-void
-fencing_forget_token_band(void)
+static void
+forget_token_band(void)
 {
 	verified.valid = false;
 	arrived_floor = 0;
 	arrived_lsn = InvalidXLogRecPtr;
+}
+
+/*
+ * The extension's OIDs (fencing_catalog).  A reinstalled extension has a
+ * new counter: what this backend verified of the old one's band is
+ * forgotten, and the band checked again.
+ */
+static const FencingCatalog *
+token_catalog(void)
+{
+	static Oid	known_token_seq = InvalidOid;
+	const FencingCatalog *cat = fencing_catalog();
+
+	if (cat->token_seq_oid != known_token_seq)
+	{
+		forget_token_band();
+		known_token_seq = cat->token_seq_oid;
+	}
+	return cat;
 }
 
 /* epoch mode: fencing.epoch_file is set */
@@ -957,7 +975,7 @@ fencing_issue_token(void)
 	PreventCommandIfReadOnly("fencing.next_token()");
 	PreventCommandIfParallelMode("fencing.next_token()");
 
-	cat = fencing_catalog();
+	cat = token_catalog();
 	fencing_become_owner(&scope);
 	/*
 	 * token_band's page is compared after the draw below; token_origin's
@@ -1027,7 +1045,7 @@ fencing_token_loss(int64 token)
 	if (!refuse_old_band || RecoveryInProgress())
 		return TOKEN_NOT_LOST;
 	tli = insertion_timeline();
-	cat = fencing_catalog();
+	cat = token_catalog();
 	fencing_become_owner(&scope);
 	if (!band_is_verified(cat, tli))
 	{
@@ -1120,7 +1138,7 @@ fencing_token_history_arrived(int64 floor)
 
 	if (RecoveryInProgress())
 		return;
-	cat = fencing_catalog();
+	cat = token_catalog();
 	fencing_become_owner(&scope);
 	if (floor <= arrived_floor &&
 		sequence_lsn(cat->token_band_oid) == arrived_lsn)
@@ -1164,13 +1182,13 @@ fencing_bind_token_origin(PG_FUNCTION_ARGS)
 				 errmsg("%s can only be called by CREATE EXTENSION",
 						"fencing._bind_token_origin()")));
 
-	cat = fencing_catalog();
+	cat = token_catalog();
 	fencing_become_owner(&scope);
 	set_sequence(cat->token_base_oid, 0);
 	set_sequence(cat->token_origin_oid, 0);
 	set_sequence(cat->token_band_oid, 0);
 	fencing_restore_user(&scope);
-	fencing_forget_token_band();
+	forget_token_band();
 	PG_RETURN_VOID();
 }
 
@@ -1209,7 +1227,7 @@ fencing_advance_tokens(PG_FUNCTION_ARGS)
 	refuse_in_recovery();
 	tli = insertion_timeline();
 	PreventCommandIfReadOnly("fencing.advance_tokens()");
-	cat = fencing_catalog();
+	cat = token_catalog();
 	fencing_become_owner(&scope);
 	verify_band(cat, tli, floor, true);
 	fencing_restore_user(&scope);

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * token.h
- *	  The token layer (token.c): the bottom one, which calls no other.
+ *	  The token layer (token.c): tokens on top of the base layer
+ *	  (fencing.h), which it may call; it calls no layer above.
  *
  *-------------------------------------------------------------------------
  */
@@ -12,7 +13,6 @@
 
 extern void fencing_token_init(void);
 extern int64 fencing_issue_token(void);
-extern void fencing_forget_token_band(void);
 
 /* was a token lost at a failover (LF005's conditions)? */
 typedef enum FencingTokenLoss

@@ -76,6 +76,9 @@ if [ -z "$objs" ]; then
 	echo "  no src/*.o: build first (make)" >&2
 	exit 2
 fi
+for path in src/*.c; do
+	[ -f "${path%.c}.o" ] || violation "$path has no object: build first"
+done
 # symbol kind file: every symbol an object defines globally
 declare -A def_file def_kind
 while read -r file kind sym; do
