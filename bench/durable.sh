@@ -7,7 +7,7 @@
 # Two builds of the extension, each in a private relocated copy of the
 # server installation with a throwaway cluster of its own (fsync = on, the
 # setting a durable server runs with): "durable" (this tree) and "unsafe"
-# (-DFENCING_NO_DURABLE_FENCE, fenced writes commit as synchronous_commit
+# (test/negative/no_durable_fence.patch: fenced writes commit as synchronous_commit
 # says: the behaviour before the fix).  In each cluster one pgbench run per
 # round and setting runs two scripts interleaved (weight 1 each, so they
 # meet the same load):
@@ -110,11 +110,11 @@ tar --exclude=.git --exclude='*.o' --exclude='*.bc' --exclude='*.so' \
 flock -u 9
 for b in durable unsafe; do
 	fencing_private_install "$work/$b"
-	flags=
-	[ "$b" = unsafe ] && flags=-DFENCING_NO_DURABLE_FENCE
+	# unsafe: the negative control's patch (test/negative/no_durable_fence.patch)
+	[ "$b" = unsafe ] && (cd "$src" && patch -p1 --batch --no-backup-if-mismatch <test/negative/no_durable_fence.patch >/dev/null)
 	(cd "$src" && make -s clean >/dev/null &&
 		make -s PG_CONFIG="$FENCING_PG_BINDIR/pg_config" \
-			PG_CFLAGS="-Wall -Wextra -Werror -Wno-unused-parameter $flags" &&
+			PG_CFLAGS="-Wall -Wextra -Werror -Wno-unused-parameter" &&
 		make -s PG_CONFIG="$FENCING_PG_BINDIR/pg_config" install >/dev/null)
 	echo $((30000 + RANDOM % 20000)) >"$work/$b.port"
 done
@@ -160,7 +160,7 @@ out=bench/results/durable-$date.md
 		done
 	done
 	echo
-	echo "durable = this tree; unsafe = -DFENCING_NO_DURABLE_FENCE (fenced writes commit as synchronous_commit says, as before issue 16)."
+	echo "durable = this tree; unsafe = test/negative/no_durable_fence.patch (fenced writes commit as synchronous_commit says, as before issue 16)."
 	echo
 	echo '```text'
 	cat "$tsv"

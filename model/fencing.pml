@@ -318,7 +318,7 @@ byte accGrant;		/* grant number of the last accepted write; 0 = none */
 	 l_holder == me)
 #endif
 
-/* LIVE() in lease_store.c, with the token test of renew/release/check */
+/* LIVE() in lease_table.c, with the token test of renew/release/check */
 #define LIVE(t) \
 	(l_holder != 0 && l_token == (t) && clock < l_expires)
 

@@ -66,7 +66,7 @@
  *                 check and the write.  spin finds a P3 violation.
  *   NO_HOLDER_LOCK BROKEN: an acquire does not first take the lock on
  *                 (name, holder, role) that the extension holds to the
- *                 acquire's commit (src/events.c fencing_holder_lock).
+ *                 acquire's commit (src/lease_wait.c fencing_holder_lock).
  *                 With SAME_HOLDER spin finds a P2 violation: two
  *                 sessions of one holder acquire at once and take two
  *                 slots.  With SKIP_P2 too, P1 and P3 still hold.
@@ -147,7 +147,7 @@ byte ngrants;		/* grants so far, all slots */
 byte sgrants[N];	/* grants of each slot so far, numbered 1.. */
 byte accGrant[N];	/* grant number of the last accepted write on a slot */
 
-/* LIVE() in lease_store.c with the token test of renew/release/check */
+/* LIVE() in lease_table.c with the token test of renew/release/check */
 #define LIVE(s, t)	(h[s] != 0 && tk[s] == (t) && clock < ex[s])
 
 /* LEASE_TAKE's judgement: released, expired past the lock delay, or own */

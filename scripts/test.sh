@@ -56,6 +56,8 @@ echo "== building with -Wall -Wextra -Werror ${FENCING_EXTRA_CFLAGS:-}"
 exec 9>/tmp/fencing-build.lock
 flock 9
 fencing_build_install "${FENCING_EXTRA_CFLAGS:-}"
+# the layers of src/, from the objects just built (test/check_layers.sh)
+bash test/check_layers.sh || { flock -u 9; exit 1; }
 # Citus for t/071_citus.pl (scripts/citus.sh): built once into
 # /var/cache/fencing-citus, installed into a private copy of the server only
 export FENCING_CITUS_INSTALL= FENCING_CITUS_SKIP= FENCING_CITUS_COPY=

@@ -2,7 +2,7 @@
 -- fencing_monitor: the counters in shared memory, their reset, and who may
 -- read and reset them (docs/operations.md).
 --
--- They count on PostgreSQL 17 and later, and on 13 to 16 only with fencing
+-- They count on PostgreSQL 17 and later, and on 15 and 16 only with fencing
 -- in shared_preload_libraries; otherwise they are NULL and stats_info says
 -- why (expected/monitor_stats_1.out).  The first query fails both expected
 -- files when a server counts where it should not, or the reverse.

@@ -52,7 +52,6 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
-#include "commands/sequence.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
@@ -60,13 +59,11 @@
 #include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
-#include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/rel.h"
 
 #include "resource.h"
-#include "stats.h"
 
 FENCING_FUNCTION(fencing_claim_stamp);
 FENCING_FUNCTION(fencing_claim_guard);
@@ -97,18 +94,12 @@ typedef struct RowMark
 static RowMark last_claim;
 static RowMark last_guarded;
 
-#if PG_VERSION_NUM >= 170000
-#define CURRENT_LXID (MyProc->vxid.lxid)
-#else
-#define CURRENT_LXID (MyProc->lxid)
-#endif
-
 static void
 mark_row(RowMark *mark, Relation rel, HeapTuple old, int64 token)
 {
 	mark->relid = RelationGetRelid(rel);
 	mark->tid = old->t_self;
-	mark->lxid = CURRENT_LXID;
+	mark->lxid = FENCING_CURRENT_LXID;
 	mark->cid = GetCurrentCommandId(false);
 	mark->token = token;
 }
@@ -118,24 +109,8 @@ is_marked(RowMark *mark, Relation rel, HeapTuple old)
 {
 	return mark->relid == RelationGetRelid(rel) &&
 		ItemPointerEquals(&mark->tid, &old->t_self) &&
-		mark->lxid == CURRENT_LXID &&
+		mark->lxid == FENCING_CURRENT_LXID &&
 		mark->cid == GetCurrentCommandId(false);
-}
-
-static void
-check_trigger_call(FunctionCallInfo fcinfo, const char *fname)
-{
-	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("%s must be called as a trigger", fname)));
-	if (!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
-		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("%s must be fired BEFORE, FOR EACH ROW", fname)));
 }
 
 /* "col" or "col->key", resolved against the trigger's table */
@@ -306,23 +281,12 @@ write_place(Relation rel, HeapTuple tuple, const ClaimPlace *place,
 	return heap_modify_tuple_by_cols(tuple, desc, 1, &attnum, &value, &isnull);
 }
 
-/* The token declared with SET LOCAL fencing.token, if any. */
-static bool
-declared_token(int64 *token)
-{
-	const char *s = GetConfigOption("fencing.token", true, false);
-
-	return s != NULL && s[0] != '\0' && fencing_parse_token(s, token);
-}
-
 /* Count a refused delivery, as fence_guard counts its refusals. */
 static void
 count_refusal(void)
 {
 	fencing_stats_count(FENCING_STAT_CLAIM_GUARD_REFUSALS);
-	if (XactReadOnly || IsInParallelMode() || RecoveryInProgress())
-		return;
-	(void) nextval_internal(fencing_catalog()->stale_count_oid, false);
+	fencing_count_stale_write();
 }
 
 /*
@@ -341,7 +305,7 @@ fencing_claim_stamp(PG_FUNCTION_ARGS)
 	int64		token;
 	bool		is_update;
 
-	check_trigger_call(fcinfo, "claim_stamp");
+	fencing_check_row_trigger(fcinfo, "claim_stamp");
 	rel = trigdata->tg_relation;
 	if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
 		ereport(ERROR,
@@ -472,7 +436,7 @@ fencing_claim_guard(PG_FUNCTION_ARGS)
 	bool		has_stamp;
 	bool		has_delivery = false;
 
-	check_trigger_call(fcinfo, "claim_guard");
+	fencing_check_row_trigger(fcinfo, "claim_guard");
 	trigger = trigdata->tg_trigger;
 	rel = trigdata->tg_relation;
 	event = trigdata->tg_event;
@@ -527,7 +491,7 @@ fencing_claim_guard(PG_FUNCTION_ARGS)
 		  column_written(trigdata, &delivery_place))))
 		has_delivery = read_place(rel, result, &delivery_place, &delivery);
 	if (!has_delivery && !(TRIGGER_FIRED_BY_INSERT(event) && allow_unfenced))
-		has_delivery = declared_token(&delivery);
+		has_delivery = fencing_declared_token(&delivery);
 
 	/* (a tokenless DELETE that may pass needs no stamp) */
 	has_stamp = (has_delivery || !allow_unfenced ||
@@ -567,11 +531,7 @@ fencing_claim_guard(PG_FUNCTION_ARGS)
 	if (!has_delivery)
 	{
 		if (allow_unfenced)
-		{
-			/* not when a misspelt fencing.token is set (13 and 14) */
-			fencing_refuse_guc_placeholders();
 			return PointerGetDatum(result);
-		}
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCING_MISSING_TOKEN),
 				 errmsg("%s of a claimed row of \"%s\" carries no fencing token",

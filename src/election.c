@@ -15,7 +15,7 @@
  *
  * Observers wait (watch.c) until the leadership differs from what they
  * last saw: a committed campaign, proclaim, resign, force-release or
- * takeover wakes them (events.c), an expiry by its clock.
+ * takeover wakes them (lease_wait.c), an expiry by its clock.
  *
  *-------------------------------------------------------------------------
  */
@@ -31,7 +31,6 @@
 #include "utils/timestamp.h"
 
 #include "holder.h"
-#include "stats.h"
 
 /* documented limit on an election's value */
 #define ELECTION_MAX_VALUE_BYTES	8192

@@ -39,7 +39,6 @@
 #include "utils/plancache.h"
 
 #include "resource.h"
-#include "stats.h"
 
 FENCING_FUNCTION(fencing_fence_allows);
 FENCING_FUNCTION(fencing_fence_advance);
@@ -93,16 +92,11 @@ fencing_report_stale(int64 token, int64 fence, const char *relname)
  * without a token do not.  A transaction that wrote nothing flushes
  * nothing.  Only a remote standby's confirmation is still governed by
  * synchronous_commit.
- *
- * FENCING_NO_DURABLE_FENCE skips it, for scripts/negative_control.sh
- * only: that build must fail t/008_durable_fence.pl.  Never release it.
  */
 void
 fencing_fenced_write_durable(void)
 {
-#ifndef FENCING_NO_DURABLE_FENCE
 	ForceSyncCommit();
-#endif
 }
 
 /*

@@ -3,11 +3,13 @@
  * fencing.h
  *	  What every layer of the fencing extension shares: the function
  *	  declaration macro, our SQLSTATEs, the cache of the extension's OIDs,
- *	  running as the extension's owner, and argument checks.
+ *	  running as the extension's owner, argument checks and counters.
  *
- * Like core's headers this does not include postgres.h: every .c file
- * includes postgres.h first.  The layers have one header each and point
- * one way: token.h <- lease.h <- resource.h, and lease.h <- holder.h.
+ * The base layer (catalog.c, args.c, guc_prefix.c, stats.c), which calls
+ * no other.  Like core's headers this does not include postgres.h: every
+ * .c file includes postgres.h first.  The layers have one header each and
+ * point one way: fencing.h <- token.h <- lease.h <- resource.h, and
+ * lease.h <- holder.h (src/fencing.c lists them).
  *
  *-------------------------------------------------------------------------
  */
@@ -56,7 +58,7 @@
 /* documented limit on lease names and holders */
 #define FENCING_MAX_NAME_BYTES	256
 
-/* fencing.c */
+/* catalog.c */
 
 /*
  * OIDs of the extension's own objects, looked up once per backend and
@@ -79,6 +81,7 @@ typedef struct FencingCatalog
 	uint64		generation;
 } FencingCatalog;
 
+extern void fencing_catalog_init(void);
 extern const FencingCatalog *fencing_catalog(void);
 extern bool fencing_is_admin(Oid roleid);
 
@@ -93,8 +96,7 @@ extern void fencing_become_owner(FencingOwnerScope *scope);
 extern void fencing_restore_user(const FencingOwnerScope *scope);
 
 /* guc_prefix.c */
-extern void fencing_reserve_guc_prefix(void);
-extern void fencing_refuse_guc_placeholders(void);
+extern void fencing_guc_prefix_init(void);
 
 /* args.c */
 extern void fencing_require_arg(FunctionCallInfo fcinfo, int argno,
@@ -109,5 +111,42 @@ extern Datum fencing_usecs_interval(int64 usecs);
 extern int64 fencing_token_arg(FunctionCallInfo fcinfo, int argno);
 extern void fencing_check_token(int64 token);
 extern bool fencing_parse_token(const char *s, int64 *value);
+
+/*
+ * stats.c: counters for operators, which every layer may call.
+ *
+ * Each count is one call at the place the event happens.  Lease events
+ * (acquires, renewals, releases, force-releases, expirations, takeovers)
+ * count when their transaction commits, so a rolled-back acquire counts
+ * nothing; refusals and waits count at once, so a refused write counts
+ * although its transaction rolls back.  No call ever raises an error:
+ * where counting is not available it does nothing.
+ */
+typedef enum FencingStat
+{
+	/* lease events: counted when the transaction commits */
+	FENCING_STAT_ACQUIRES,
+	FENCING_STAT_RENEWALS,
+	FENCING_STAT_RELEASES,
+	FENCING_STAT_FORCE_RELEASES,
+	FENCING_STAT_EXPIRATIONS,	/* an expired term taken again, by anyone */
+	FENCING_STAT_TAKEOVERS,		/* ... by another holder */
+	/* counted at once */
+	FENCING_STAT_FENCE_ADVANCE_REFUSALS,
+	FENCING_STAT_FENCE_GUARD_REFUSALS,
+	FENCING_STAT_CLAIM_GUARD_REFUSALS,
+	FENCING_STAT_OLD_BAND_REFUSALS, /* LF005 */
+	FENCING_STAT_WAITS,
+	FENCING_STAT_WAIT_TIMEOUTS,
+	FENCING_STAT_COUNT
+} FencingStat;
+
+#define FENCING_STAT_FIRST_AT_ONCE	FENCING_STAT_FENCE_ADVANCE_REFUSALS
+
+extern void fencing_stats_init(void);
+extern void fencing_stats_count(FencingStat stat);
+extern void fencing_stats_acquired(bool takeover, bool expired);
+extern void fencing_stats_wait_begin(int64 start_usecs);
+extern void fencing_stats_wait_end(bool acquired);
 
 #endif							/* FENCING_H */

@@ -55,17 +55,10 @@
 #include "utils/rel.h"
 
 #include "resource.h"
-#include "stats.h"
 
 FENCING_FUNCTION(fencing_fence_guard);
 
 static char *declared_token_string = NULL;
-
-#if PG_VERSION_NUM >= 170000
-#define CURRENT_LXID (MyProc->vxid.lxid)
-#else
-#define CURRENT_LXID (MyProc->lxid)
-#endif
 
 /*
  * An UPDATE that moves a row to another partition is carried out as a
@@ -104,7 +97,7 @@ check_declared_token(char **newval, void **extra, GucSource source)
 }
 
 void
-fencing_define_token_guc(void)
+fencing_guard_init(void)
 {
 	DefineCustomStringVariable("fencing.token",
 							   "The fencing token this transaction writes with.",
@@ -119,12 +112,29 @@ fencing_define_token_guc(void)
 }
 
 /* The token declared with SET [LOCAL] fencing.token, if any. */
-static bool
-declared_token(int64 *token)
+bool
+fencing_declared_token(int64 *token)
 {
 	if (declared_token_string == NULL || declared_token_string[0] == '\0')
 		return false;
 	return fencing_parse_token(declared_token_string, token);
+}
+
+/* Our triggers fire BEFORE, FOR EACH ROW (fence_guard, claim_*). */
+void
+fencing_check_row_trigger(FunctionCallInfo fcinfo, const char *fname)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("%s must be called as a trigger", fname)));
+	if (!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("%s must be fired BEFORE, FOR EACH ROW", fname)));
 }
 
 static int
@@ -211,7 +221,7 @@ remember_admitted_update(FunctionCallInfo fcinfo, HeapTuple oldtuple)
 	}
 	admitted->valid = true;
 	admitted->tid = oldtuple->t_self;
-	admitted->lxid = CURRENT_LXID;
+	admitted->lxid = FENCING_CURRENT_LXID;
 	admitted->subxid = GetCurrentSubTransactionId();
 }
 
@@ -226,7 +236,7 @@ deletes_admitted_update(FunctionCallInfo fcinfo, HeapTuple oldtuple)
 
 	if (admitted == NULL || !admitted->valid ||
 		!ItemPointerEquals(&admitted->tid, &oldtuple->t_self) ||
-		admitted->lxid != CURRENT_LXID ||
+		admitted->lxid != FENCING_CURRENT_LXID ||
 		admitted->subxid != GetCurrentSubTransactionId())
 		return false;
 	admitted->valid = false;
@@ -279,15 +289,8 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 				fence_changes,
 				old_is_token;
 
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("fence_guard must be called as a trigger")));
+	fencing_check_row_trigger(fcinfo, "fence_guard");
 	event = trigdata->tg_event;
-	if (!TRIGGER_FIRED_BEFORE(event) || !TRIGGER_FIRED_FOR_ROW(event))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("fence_guard must be fired BEFORE, FOR EACH ROW")));
 
 	rel = trigdata->tg_relation;
 	desc = RelationGetDescr(rel);
@@ -314,7 +317,7 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 		return PointerGetDatum(trigdata->tg_newtuple);
 	}
 
-	has_token = declared_token(&token);
+	has_token = fencing_declared_token(&token);
 	/* a newer fence may have been lost at failover */
 	if (has_token)
 		fencing_check_token_band(token);
@@ -330,11 +333,7 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 			return PointerGetDatum(newtuple);
 		}
 		if (!has_token)
-		{
-			/* an unfenced row: not for a misspelt fencing.token (13, 14) */
-			fencing_refuse_guc_placeholders();
-			return PointerGetDatum(newtuple);
-		}
+			return PointerGetDatum(newtuple);	/* an unfenced row */
 		fencing_fenced_write_durable();
 		return PointerGetDatum(stamp_fence(newtuple, desc, attnum, token));
 	}
@@ -355,12 +354,8 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 			/* a lost DELETE would bring back the row and its older fence */
 			fencing_fenced_write_durable();
 		}
-		else
-		{
-			if (!allow_unfenced)
-				report_unfenced(rel, colname, "DELETE");
-			fencing_refuse_guc_placeholders();
-		}
+		else if (!allow_unfenced)
+			report_unfenced(rel, colname, "DELETE");
 		return PointerGetDatum(oldtuple);
 	}
 
@@ -399,7 +394,6 @@ fencing_fence_guard(PG_FUNCTION_ARGS)
 	{
 		if (!allow_unfenced || (fence_changes && old_is_token))
 			report_unfenced(rel, colname, "UPDATE");
-		fencing_refuse_guc_placeholders();
 		return PointerGetDatum(newtuple);
 	}
 	/* stamped with the token the row is fenced with, the fence stays */

@@ -29,7 +29,6 @@
 #include "utils/timestamp.h"
 
 #include "lease.h"
-#include "stats.h"
 
 #define LEASE_MAX_TTL_USECS		(INT64CONST(86400) * USECS_PER_SEC)
 #define LEASE_MAX_WAIT_USECS	(INT64CONST(86400) * USECS_PER_SEC)
@@ -98,7 +97,7 @@ holder_role_for(LeaseRequest *req)
  *
  * A renew, check or proclaim that succeeds holds the lease's row until the
  * transaction ends, and counts only if that comes before the expiry it
- * found: else the commit fails (events.c).  A renew made in time must not
+ * found: else the commit fails (lease_wait.c).  A renew made in time must not
  * bring back, at a late commit, a lease that watchers saw expire.
  */
 static uint64
@@ -139,7 +138,7 @@ lock_deadline_passed(const LeaseRequest *req)
 /*
  * The name's rows are of another kind or slot count than the request's:
  * make them the request's, which is refused (LF021) while one of them is
- * held (lease_row.c).  "again" says the attempt already did so and still
+ * held (lease_table.c).  "again" says the attempt already did so and still
  * found another kind: under REPEATABLE READ and SERIALIZABLE that is the
  * transaction's snapshot, which cannot see the change.  The name lock is
  * waited for until the acquire's deadline, as a row lock is: false (and
@@ -399,7 +398,7 @@ take_own(LeaseRequest *req, int32 slots, LeaseResult *res)
 
 /*
  * As the head of the lease's queue, wait until the lease can be taken or
- * the deadline passes.  The head registers in the lock manager (events.c)
+ * the deadline passes.  The head registers in the lock manager (lease_wait.c)
  * so a committed release wakes it; otherwise it sleeps until the lease's
  * expiry plus lock delay.  Each attempt is a statement of its own and
  * locks nothing it does not take, so the head never blocks the holder.
@@ -469,7 +468,7 @@ wait_and_acquire(LeaseRequest *req, int32 slots, int64 start, int64 deadline,
 }
 
 /*
- * Wait in arrival order: queue behind the lease's waiters (events.c), and
+ * Wait in arrival order: queue behind the lease's waiters (lease_wait.c), and
  * wait for the lease once at the head; leaving the queue makes the next
  * waiter the head.  A holder re-acquiring its own lease does not queue.
  * A wait, counted, lasts from the call's start (start).
@@ -519,7 +518,7 @@ acquire(LeaseRequest *req, int32 slots, int64 wait_usecs)
 				 errhint("Acquire with wait => '0' and retry in a new transaction.")));
 
 	/*
-	 * One acquire of a semaphore per holder at a time (events.c); its wait
+	 * One acquire of a semaphore per holder at a time (lease_wait.c); its wait
 	 * counts against ours.  Busy with wait => '0': another session of this
 	 * holder is acquiring right now, and a try-once gives up.
 	 */

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * lease.h
- *	  The lease layer (lease*.c, events.c): leases on top of tokens.  It
- *	  may call the token layer; the token layer never calls it.
+ *	  The lease layer (lease_table.c, lease.c, lease_admin.c, lease_wait.c,
+ *	  lease_arrival.c): leases on top of tokens.  It may call the token
+ *	  and base layers; they never call it.
  *
  *-------------------------------------------------------------------------
  */
@@ -26,7 +27,7 @@
 #define LEASE_END_FORCE_RELEASED	'f'
 #define LEASE_END_TAKEN_OVER	't'
 
-/* lease_store.c and lease_row.c: the statements on fencing.leases */
+/* lease_table.c: the statements on fencing.leases */
 typedef enum LeaseStatement
 {
 	LEASE_TAKE,
@@ -46,7 +47,7 @@ typedef enum LeaseStatement
 
 /*
  * The arguments of a lease statement, by name.  Each statement reads the
- * fields it needs (lease_store.c says which) and ignores the others.
+ * fields it needs (lease_table.c says which) and ignores the others.
  */
 typedef struct LeaseRequest
 {
@@ -66,7 +67,7 @@ typedef struct LeaseRequest
 	TimestampTz cutoff;			/* PURGE */
 	int64		lock_deadline;	/* until when to wait for a row another
 								 * transaction has locked or is creating;
-								 * then result->locked (events.c) */
+								 * then result->locked (lease_wait.c) */
 } LeaseRequest;
 
 /* What a statement found out, from its first row. */
@@ -119,7 +120,7 @@ typedef struct LeaseRowState
 } LeaseRowState;
 
 /*
- * What one look at a semaphore's rows found (lease_row.c): the slot to try
+ * What one look at a semaphore's rows found (lease_table.c): the slot to try
  * first, and when the next one comes free.  Slots are -1 when none.
  */
 #define LEASE_SURVEY_TAKEABLE	8
@@ -138,17 +139,11 @@ typedef struct LeaseSurvey
 	bool		mismatch;		/* a row is of another kind or slot count */
 } LeaseSurvey;
 
-/* lease_store.c: runs any statement, the SQL ones itself */
+/* lease_table.c: every read and write of fencing.leases */
 extern uint64 fencing_run_lease_statement(LeaseStatement stmt,
 										  const LeaseRequest *req,
 										  LeaseResult *result);
-extern bool fencing_writing_leases;
-
-/* lease_row.c: the lease rules and the statements judged by them */
-extern bool fencing_lease_row_statement(LeaseStatement stmt);
-extern uint64 fencing_run_lease_row(LeaseStatement stmt,
-									const LeaseRequest *req,
-									LeaseResult *result);
+extern bool fencing_lease_table_writing(void);
 extern void fencing_check_lease_snapshot(LeaseStatement probe,
 										 const LeaseRequest *req);
 extern void fencing_survey_lease_slots(const LeaseRequest *req, int32 slots,
@@ -172,7 +167,7 @@ extern void fencing_lease_freed(text *name, int64 token, const char *event,
 								const char *holder);
 
 /*
- * events.c: deadlines of waits, in microseconds on fencing_monotonic_usecs'
+ * lease_wait.c: deadlines of waits, in microseconds on fencing_monotonic_usecs'
  * clock, or one of these.
  */
 #define FENCING_DEADLINE_NONE	INT64CONST(0)	/* as long as it takes */
@@ -191,8 +186,8 @@ extern FencingWaitOutcome fencing_wait_within(bool (*fn) (void *arg),
 extern bool fencing_wait_for_xact(TransactionId xid, int64 deadline);
 extern bool fencing_xact_is_prepared(TransactionId xid);
 
-/* events.c */
-extern void fencing_events_init(void);
+/* lease_wait.c */
+extern void fencing_lease_wait_init(void);
 extern void fencing_waiter_register(const char *name, int len);
 extern void fencing_waiter_unregister(const char *name, int len);
 extern void fencing_waiter_sleep(long timeout_ms);

@@ -17,7 +17,6 @@
 #include "utils/timestamp.h"
 
 #include "lease.h"
-#include "stats.h"
 
 FENCING_FUNCTION(fencing_lease_force_release);
 FENCING_FUNCTION(fencing_lease_purge);

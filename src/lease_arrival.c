@@ -9,8 +9,8 @@
  * ALWAYS, so it fires there too).  Its token was issued by that history,
  * so the token source must issue above it from now on, in a new band:
  * fencing_token_history_arrived().  The lease functions' own writes return
- * at once: lease_store.c (SPI) and lease_row.c (the executor's single-row
- * update) set fencing_writing_leases around them.
+ * at once: lease_table.c says when it is writing the table itself
+ * (fencing_lease_table_writing).
  *
  * Only a superuser can attach the function elsewhere, but a token floor
  * read from another table would be permanent (sequences do not roll
@@ -57,14 +57,8 @@ fencing_leases_restored(PG_FUNCTION_ARGS)
 						RelationGetRelationName(trigdata->tg_relation))));
 	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
 		trigdata->tg_newtuple : trigdata->tg_trigtuple;
-	if (fencing_writing_leases)
+	if (fencing_lease_table_writing())
 		return PointerGetDatum(tuple);
-
-#ifdef FENCING_TIMELINE_BANDS
-	/* negative control: the old statement trigger never fired in apply */
-	if (SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA)
-		return PointerGetDatum(tuple);
-#endif
 
 	attnum = SPI_fnumber(RelationGetDescr(trigdata->tg_relation), "token");
 	if (attnum <= 0 ||

@@ -14,7 +14,7 @@
  *	- without it, PostgreSQL 17 and later: a segment of the dynamic shared
  *	  memory registry (GetNamedDSMSegment), created by the first backend
  *	  that loads the library;
- *	- without it, 13 to 16: none.  Nothing counts, and
+ *	- without it, 15 and 16: none.  Nothing counts, and
  *	  fencing_monitor.stats_info says so.
  *
  * Counters start at zero when the server starts (they are not saved across
@@ -71,7 +71,7 @@
 #include "storage/dsm_registry.h"
 #endif
 
-#include "stats.h"
+#include "fencing.h"
 
 FENCING_FUNCTION(fencing_stats);
 FENCING_FUNCTION(fencing_stats_wait_histogram);
@@ -163,9 +163,7 @@ static int	wait_level;
 static int64 wait_start_usecs;
 
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
-#if PG_VERSION_NUM >= 150000
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
-#endif
 
 /* ---- the shared table ---- */
 
@@ -216,7 +214,6 @@ reset_entry(StatsEntry *e, TimestampTz now)
 	pg_atomic_write_u64(&e->stats_reset, (uint64) now);
 }
 
-#if PG_VERSION_NUM >= 150000
 static void
 stats_shmem_request(void)
 {
@@ -224,7 +221,6 @@ stats_shmem_request(void)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(shared_size());
 }
-#endif
 
 static void
 stats_shmem_startup(void)
@@ -386,7 +382,7 @@ my_entry(void)
 	if (shared == NULL)
 	{
 		if (off_reason == NULL)
-			off_reason = "PostgreSQL 13 to 16 count only with fencing in shared_preload_libraries.";
+			off_reason = "PostgreSQL 15 and 16 count only with fencing in shared_preload_libraries.";
 		return NULL;
 	}
 	entry = claim_entry();
@@ -708,12 +704,8 @@ fencing_stats_init(void)
 	RegisterSubXactCallback(stats_subxact_callback, NULL);
 	if (process_shared_preload_libraries_in_progress)
 	{
-#if PG_VERSION_NUM >= 150000
 		prev_shmem_request_hook = shmem_request_hook;
 		shmem_request_hook = stats_shmem_request;
-#else
-		RequestAddinShmemSpace(shared_size());
-#endif
 		prev_shmem_startup_hook = shmem_startup_hook;
 		shmem_startup_hook = stats_shmem_startup;
 		return;

@@ -173,8 +173,10 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
-#include "stats.h"
 #include "token.h"
+
+/* the lease layer's: called once this backend has entered a new band */
+static void (*band_entered_callback) (void) = NULL;
 
 /* epoch e owns [e << EPOCH_SHIFT, (e + 1) << EPOCH_SHIFT) */
 #define EPOCH_SHIFT			40
@@ -192,11 +194,6 @@
 /* where epoch mode keeps the greatest epoch of each database's bands */
 #define EPOCH_FLOOR_DIR		"fencing_epochs"
 
-#ifdef FENCING_TIMELINE_BANDS
-/* the old rule, for the negative control only: band = timeline + K */
-#define OLD_BAND_BITS		44
-#endif
-
 /*
  * Clock mode: a token lags the wall clock by at most fencing.max_clock_lag.
  * A draw further behind raises the counter to the clock first
@@ -204,12 +201,6 @@
  * whatever the rate.
  */
 #define CLOCK_LAG_USECS		((int64) max_clock_lag_ms * 1000)
-#ifndef FENCING_NO_CLOCK_FLOOR
-#define CLOCK_FLOOR			true
-#else
-/* negative control only: 83fed51's token source, no floor between bands */
-#define CLOCK_FLOOR			false
-#endif
 
 /* what classify() finds: the band is current, or why one is entered */
 typedef enum BandEntry
@@ -298,23 +289,38 @@ fencing_token_init(void)
 							 NULL, NULL, NULL);
 }
 
-void
-fencing_forget_token_band(void)
+static void
+forget_token_band(void)
 {
 	verified.valid = false;
 	arrived_floor = 0;
 	arrived_lsn = InvalidXLogRecPtr;
 }
 
+/*
+ * The extension's OIDs (fencing_catalog).  A reinstalled extension has a
+ * new counter: what this backend verified of the old one's band is
+ * forgotten, and the band checked again.
+ */
+static const FencingCatalog *
+token_catalog(void)
+{
+	static Oid	known_token_seq = InvalidOid;
+	const FencingCatalog *cat = fencing_catalog();
+
+	if (cat->token_seq_oid != known_token_seq)
+	{
+		forget_token_band();
+		known_token_seq = cat->token_seq_oid;
+	}
+	return cat;
+}
+
 /* epoch mode: fencing.epoch_file is set */
 static bool
 epoch_mode(void)
 {
-#ifdef FENCING_TIMELINE_BANDS
-	return false;
-#else
 	return epoch_file != NULL && epoch_file[0] != '\0';
-#endif
 }
 
 /* LSN of the last WAL record that changed a sequence */
@@ -339,11 +345,7 @@ sequence_lsn(Oid seqoid)
 static TimeLineID
 insertion_timeline(void)
 {
-#if PG_VERSION_NUM >= 150000
 	return GetWALInsertionTimeLine();
-#else
-	return ThisTimeLineID;
-#endif
 }
 
 static void
@@ -706,14 +708,8 @@ remember_band(TimeLineID tli, const TokenState *st, bool issuer,
 	verified.end = PG_INT64_MAX;
 	verified.clock_band = (epoch == 0);
 	verified.counter_seen = 0;
-#ifndef FENCING_TIMELINE_BANDS
 	if (epoch > 0)
 		verified.end = (epoch + 1) << EPOCH_SHIFT;
-#else
-	verified.clock_band = false;
-	if ((start >> OLD_BAND_BITS) < (PG_INT64_MAX >> OLD_BAND_BITS))
-		verified.end = ((start >> OLD_BAND_BITS) + 1) << OLD_BAND_BITS;
-#endif
 }
 
 /*
@@ -729,24 +725,6 @@ band_floor(const TokenState *st, BandEntry entry, TimeLineID tli,
 	if (start == PG_INT64_MAX)
 		token_space_exhausted(0);
 	start++;
-
-#ifdef FENCING_TIMELINE_BANDS
-	{
-		/*
-		 * Negative control for the test suite only: today's rule, band =
-		 * timeline + K with 2^44 tokens each and no clock; a fresh install
-		 * starts at 1.  Never build a release with this.
-		 */
-		int64		band = Max(st->start, st->counter) >> OLD_BAND_BITS;
-
-		if (entry == BAND_TIMELINE && tli > BAND_TLI(st->band))
-			band += tli - BAND_TLI(st->band);
-		else if (entry != BAND_FIRST)
-			band += tli;
-		*epoch_out = 0;
-		return Max(start, band << OLD_BAND_BITS);
-	}
-#endif
 
 	if (!epoch_mode())
 	{
@@ -900,8 +878,8 @@ verify_band(const FencingCatalog *cat, TimeLineID tli, int64 floor,
 	unlock_token_state(cat, ExclusiveLock);
 	remember_band(tli, &st, true, false, start, st.band);
 	/* the tokens before it are lost now: whoever waits on one must look */
-	if (fencing_band_entered_hook != NULL)
-		fencing_band_entered_hook();
+	if (band_entered_callback != NULL)
+		band_entered_callback();
 }
 
 /*
@@ -946,7 +924,11 @@ raise_to_clock(const FencingCatalog *cat)
 	 */
 }
 
-void		(*fencing_band_entered_hook) (void) = NULL;
+void
+fencing_token_on_band_entry(void (*callback) (void))
+{
+	band_entered_callback = callback;
+}
 
 /*
  * Nothing moved since this backend verified the band: no band entry, raise
@@ -1000,26 +982,12 @@ fencing_issue_token(void)
 	TimeLineID	tli;
 	int64		token;
 
-#ifdef FENCING_PLAIN_NEXTVAL
-
-	/*
-	 * Negative control for the test suite only: a plain nextval() with no
-	 * flush and no band, the design the crash, promotion, PITR and restore
-	 * tests must catch.  Never build a release with this.
-	 */
-	cat = fencing_catalog();
-	fencing_become_owner(&scope);
-	token = nextval_internal(cat->token_seq_oid, false);
-	fencing_restore_user(&scope);
-	return token;
-#endif
-
 	refuse_in_recovery();
 	tli = insertion_timeline();
 	PreventCommandIfReadOnly("fencing.next_token()");
 	PreventCommandIfParallelMode("fencing.next_token()");
 
-	cat = fencing_catalog();
+	cat = token_catalog();
 	fencing_become_owner(&scope);
 	/*
 	 * token_band's page is compared after the draw below; token_origin's
@@ -1039,7 +1007,7 @@ fencing_issue_token(void)
 			verify_band(cat, tli, 0, false);
 			continue;
 		}
-		if (CLOCK_FLOOR && verified.clock_band &&
+		if (verified.clock_band &&
 			token < unix_clock_usecs() - CLOCK_LAG_USECS)
 		{
 			/* behind the clock (idle, or frozen): raise, draw again */
@@ -1086,13 +1054,10 @@ fencing_token_loss(int64 token)
 	FencingOwnerScope scope;
 	TimeLineID	tli;
 
-#if defined(FENCING_TIMELINE_BANDS) || defined(FENCING_PLAIN_NEXTVAL)
-	return TOKEN_NOT_LOST;
-#endif
 	if (!refuse_old_band || RecoveryInProgress())
 		return TOKEN_NOT_LOST;
 	tli = insertion_timeline();
-	cat = fencing_catalog();
+	cat = token_catalog();
 	fencing_become_owner(&scope);
 	if (!band_is_verified(cat, tli))
 	{
@@ -1131,7 +1096,7 @@ fencing_token_loss(int64 token)
 		verified.counter_seen = read_counter(cat);
 	fencing_restore_user(&scope);
 
-	if (CLOCK_FLOOR && verified.issuer && verified.start != PG_INT64_MAX &&
+	if (verified.issuer && verified.start != PG_INT64_MAX &&
 		token > verified.counter_seen)
 		return TOKEN_ABOVE_COUNTER;
 	if (verified.issuer && token < verified.start)
@@ -1185,7 +1150,7 @@ fencing_token_history_arrived(int64 floor)
 
 	if (RecoveryInProgress())
 		return;
-	cat = fencing_catalog();
+	cat = token_catalog();
 	fencing_become_owner(&scope);
 	if (floor <= arrived_floor &&
 		sequence_lsn(cat->token_band_oid) == arrived_lsn)
@@ -1229,13 +1194,13 @@ fencing_bind_token_origin(PG_FUNCTION_ARGS)
 				 errmsg("%s can only be called by CREATE EXTENSION",
 						"fencing._bind_token_origin()")));
 
-	cat = fencing_catalog();
+	cat = token_catalog();
 	fencing_become_owner(&scope);
 	set_sequence(cat->token_base_oid, 0);
 	set_sequence(cat->token_origin_oid, 0);
 	set_sequence(cat->token_band_oid, 0);
 	fencing_restore_user(&scope);
-	fencing_forget_token_band();
+	forget_token_band();
 	PG_RETURN_VOID();
 }
 
@@ -1274,7 +1239,7 @@ fencing_advance_tokens(PG_FUNCTION_ARGS)
 	refuse_in_recovery();
 	tli = insertion_timeline();
 	PreventCommandIfReadOnly("fencing.advance_tokens()");
-	cat = fencing_catalog();
+	cat = token_catalog();
 	fencing_become_owner(&scope);
 	verify_band(cat, tli, floor, true);
 	fencing_restore_user(&scope);

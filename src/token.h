@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * token.h
- *	  The token layer (token.c): the bottom one, which calls no other.
+ *	  The token layer (token.c): tokens on top of the base layer
+ *	  (fencing.h), which it may call; it calls no layer above.
  *
  *-------------------------------------------------------------------------
  */
@@ -12,7 +13,6 @@
 
 extern void fencing_token_init(void);
 extern int64 fencing_issue_token(void);
-extern void fencing_forget_token_band(void);
 
 /* was a token lost at a failover (LF005's conditions)? */
 typedef enum FencingTokenLoss
@@ -26,7 +26,10 @@ extern FencingTokenLoss fencing_token_loss(int64 token);
 extern void fencing_check_token_band(int64 token);
 extern void fencing_token_history_arrived(int64 floor);
 
-/* called once this backend has entered a new band (set by events.c) */
-extern void (*fencing_band_entered_hook) (void);
+/*
+ * Called once this backend has entered a new band: the lease layer wakes
+ * the waiters whose tokens it made stale.
+ */
+extern void fencing_token_on_band_entry(void (*callback) (void));
 
 #endif							/* FENCING_TOKEN_H */

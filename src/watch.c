@@ -7,11 +7,11 @@
  *
  * A token stops being current when its lease is released, force-released
  * or taken over (committed writes, which wake the watchers at commit:
- * events.c), or when it expires, which has no writer: the watcher sleeps
+ * lease_wait.c), or when it expires, which has no writer: the watcher sleeps
  * until the lease's expires_at at the latest, and looks again.  In between
  * it sleeps on its latch and costs nothing.  Each lease row keeps how its
  * current token's tenure ended and the token before it with how that one
- * ended (lease_row.c), so the reason is known for the current token and
+ * ended (lease_table.c), so the reason is known for the current token and
  * the one it replaced; for older tokens it is "unknown".
  *
  *-------------------------------------------------------------------------
@@ -79,7 +79,7 @@ fencing_refuse_stale_answer(text *name, bool differs)
 /*
  * Wait until changed() says the lease row changed, or until wait_usecs
  * have passed on the monotonic clock.  Registered for wake-ups first
- * (events.c), so a change committed after any look wakes us; otherwise we
+ * (lease_wait.c), so a change committed after any look wakes us; otherwise we
  * sleep until the time changed() names (an expiry, on the wall clock,
  * which only shortens the sleep), or the deadline.
  *

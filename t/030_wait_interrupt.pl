@@ -409,7 +409,7 @@ my @losers = grep { $_->{name} ne $winner } @idle;
 is(scalar(@losers), $n_idle - 1, "the winner is one of them ($winner)");
 
 # The others must wait on, and the new holder must not be held up by them:
-# a failed attempt locks no row (src/lease_row.c locks only a row version
+# a failed attempt locks no row (src/lease_table.c locks only a row version
 # it judged to qualify).  See also specs/wait_race_loser.spec.  The
 # deadline is for a loaded machine.  The new head sleeps (Extension), the
 # others wait in the lease's queue (a lock wait on its queue tag, which

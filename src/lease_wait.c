@@ -1,7 +1,9 @@
 /*-------------------------------------------------------------------------
  *
- * events.c
- *	  Waking waiting acquirers, and NOTIFY for clients that watch leases.
+ * lease_wait.c
+ *	  Waiting for a lease: the queue of waiters, deadlines, waking waiters
+ *	  at commit, the lease lock tags, and NOTIFY for clients that watch
+ *	  leases.
  *
  * Waiters of a lease queue for it in the lock manager (see "the queue of
  * waiters" below); the head of the queue, and only it, waits for the
@@ -25,9 +27,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "commands/async.h"
-#if PG_VERSION_NUM >= 140000
 #include "common/hmac.h"
-#endif
 #include "common/sha2.h"
 #include "lib/stringinfo.h"
 #include "libpq/libpq-be.h"
@@ -121,7 +121,6 @@ learn_tag_key(void)
 	static const char label[] = "fencing lock tags";
 	const uint8 *nonce = (const uint8 *) GetMockAuthenticationNonce();
 	uint8		digest[PG_SHA256_DIGEST_LENGTH];
-#if PG_VERSION_NUM >= 140000
 	pg_hmac_ctx *ctx = pg_hmac_create(PG_SHA256);
 
 	if (ctx == NULL || pg_hmac_init(ctx, nonce, TAG_NONCE_LEN) < 0 ||
@@ -129,27 +128,6 @@ learn_tag_key(void)
 		pg_hmac_final(ctx, digest, sizeof(digest)) < 0)
 		elog(ERROR, "could not derive the key of the lease lock tags");
 	pg_hmac_free(ctx);
-#else
-	pg_sha256_ctx ctx;
-	uint8		pad[PG_SHA256_BLOCK_LENGTH];
-	uint8		inner[PG_SHA256_DIGEST_LENGTH];
-
-	/* RFC 2104 HMAC, with a key shorter than the block */
-	memset(pad, 0x36, sizeof(pad));
-	for (int i = 0; i < TAG_NONCE_LEN; i++)
-		pad[i] ^= nonce[i];
-	pg_sha256_init(&ctx);
-	pg_sha256_update(&ctx, pad, sizeof(pad));
-	pg_sha256_update(&ctx, (const uint8 *) label, strlen(label));
-	pg_sha256_final(&ctx, inner);
-	memset(pad, 0x5c, sizeof(pad));
-	for (int i = 0; i < TAG_NONCE_LEN; i++)
-		pad[i] ^= nonce[i];
-	pg_sha256_init(&ctx);
-	pg_sha256_update(&ctx, pad, sizeof(pad));
-	pg_sha256_update(&ctx, inner, sizeof(inner));
-	pg_sha256_final(&ctx, digest);
-#endif
 	memcpy(tag_key, digest, TAG_KEY_LEN);
 	tag_key_known = true;
 }
@@ -371,24 +349,16 @@ fencing_waiter_sleep(long timeout_ms)
 #if PG_VERSION_NUM >= 170000
 	look_up_wait_event();
 #endif
-#if PG_VERSION_NUM >= 150000
 	if (MyProcPort != NULL)
 		events |= WL_SOCKET_CLOSED;
 	rc = WaitLatchOrSocket(MyLatch, events,
 						   MyProcPort != NULL ? MyProcPort->sock : PGINVALID_SOCKET,
 						   timeout_ms, lease_wait_event);
-#else
-	rc = WaitLatch(MyLatch, events, timeout_ms, lease_wait_event);
-#endif
 	ResetLatch(MyLatch);
-#if PG_VERSION_NUM >= 150000
 	if (rc & WL_SOCKET_CLOSED)
 		ereport(FATAL,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("connection to client lost while waiting for a lease")));
-#else
-	(void) rc;
-#endif
 	CHECK_FOR_INTERRUPTS();
 }
 
@@ -734,7 +704,7 @@ fencing_holder_lock(const char *name, int len, const char *holder, int hlen,
  * Creating a row of a name, and changing the kind or slot count of its
  * rows, look at all of the name's rows (committed or not) and then write:
  * this lock, held for that look and write only, makes the two one step
- * among those who define the name (lease_row.c, fencing_define_lease_name).
+ * among those who define the name (lease_table.c, fencing_define_lease_name).
  * Acquires of existing rows of the right kind never take it.  Its tag is
  * keyed as the others are, so that no role can make another name's
  * definitions wait on its own.
@@ -913,7 +883,7 @@ fencing_wait_for_keeping_commit(const char *name, int len)
 
 /* A subtransaction ends: what it kept goes to its parent, or away. */
 static void
-events_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+lease_wait_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 						SubTransactionId parentSubid, void *arg)
 {
 	int			level = GetCurrentTransactionNestLevel();
@@ -942,7 +912,7 @@ events_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 }
 
 static void
-events_xact_callback(XactEvent event, void *arg)
+lease_wait_xact_callback(XactEvent event, void *arg)
 {
 	ListCell   *lc;
 
@@ -1033,11 +1003,11 @@ fencing_notify(const char *event, const char *name, int len, int64 token,
 }
 
 void
-fencing_events_init(void)
+fencing_lease_wait_init(void)
 {
-	RegisterXactCallback(events_xact_callback, NULL);
-	RegisterSubXactCallback(events_subxact_callback, NULL);
-	fencing_band_entered_hook = wake_band_waiters;
+	RegisterXactCallback(lease_wait_xact_callback, NULL);
+	RegisterSubXactCallback(lease_wait_subxact_callback, NULL);
+	fencing_token_on_band_entry(wake_band_waiters);
 	DefineCustomBoolVariable("fencing.notify",
 							 "Send NOTIFY fencing on lease acquire, takeover and release.",
 							 "Off by default: every notifying commit takes the notification queue's lock.",

@@ -1,8 +1,10 @@
 /*-------------------------------------------------------------------------
  *
- * lease_row.c
- *	  The lease rules, judged once, in C, on the lease row; and every
- *	  change to a lease row but its creation and its purge.
+ * lease_table.c
+ *	  The one file that reads and writes fencing.leases: the lease rules,
+ *	  judged once, in C, on the lease row, and every change to a lease row;
+ *	  creating a row and purging old ones are SQL, at the end of the file.
+ *	  fencing_run_lease_statement is the entry for every statement.
  *
  * A statement finds the row through the primary key as its snapshot sees
  * it, judges it with one clock reading, and when it qualifies locks it
@@ -29,8 +31,11 @@
  *	  a new clock reading (lock_waiting), and an acquire waits for it only
  *	  until its deadline.
  *
- * lease_store.c keeps the two statements that are SQL by nature: creating
- * the row (INSERT ... ON CONFLICT DO NOTHING) and purging old ones.
+ * Two statements are SQL by nature: creating the row (INSERT ... ON
+ * CONFLICT DO NOTHING) and purging old ones.  Each is prepared once per
+ * backend and run as the extension's owner, every object and operator
+ * named with its schema, so the caller's search_path cannot change what
+ * runs.
  *
  *-------------------------------------------------------------------------
  */
@@ -48,6 +53,7 @@
 #include "commands/trigger.h"
 #include "common/int.h"
 #include "executor/executor.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/bitmapset.h"
 #if PG_VERSION_NUM >= 160000
@@ -65,6 +71,13 @@
 #include "utils/timestamp.h"
 
 #include "lease.h"
+
+/*
+ * True while this file writes fencing.leases itself (the executor's update
+ * or one of the SQL statements): the arrival trigger lets those rows be
+ * (fencing_lease_table_writing).
+ */
+static bool writing_leases = false;
 
 /* the columns of fencing.leases the lease rules read or write */
 typedef enum LeaseColumn
@@ -338,7 +351,7 @@ finds_by_token(LeaseStatement stmt)
  * slot it would end.
  */
 static bool
-look(Relation rel, Relation key, Snapshot snapshot, LeaseStatement stmt,
+find_lease_row(Relation rel, Relation key, Snapshot snapshot, LeaseStatement stmt,
 	 const LeaseRequest *req, TimestampTz now, TupleTableSlot *slot)
 {
 	bool		by_token = finds_by_token(stmt);
@@ -787,13 +800,7 @@ update_row(Relation rel, Snapshot snapshot, TupleTableSlot *old,
 	prepare_checks(rri, rel, estate);
 	if (only_arrival_triggers(rel))
 		rri->ri_TrigDesc = NULL;
-#if PG_VERSION_NUM >= 140000
 	estate->es_opened_result_relations = list_make1(rri);
-#else
-	estate->es_result_relations = rri;
-	estate->es_num_result_relations = 1;
-	estate->es_result_relation_info = rri;
-#endif
 	estate->es_output_cid = GetCurrentCommandId(true);
 	estate->es_snapshot = snapshot;
 	ExecOpenIndices(rri, false);
@@ -807,18 +814,14 @@ update_row(Relation rel, Snapshot snapshot, TupleTableSlot *old,
 	/* the update sets it; a BEFORE trigger that skips the row does not */
 	ItemPointerSetInvalid(&ch->slot->tts_tid);
 	/* our own write: the arrival trigger (lease_arrival.c) lets it be */
-	fencing_writing_leases = true;
+	writing_leases = true;
 	PG_TRY();
 	{
-#if PG_VERSION_NUM >= 140000
 		ExecSimpleRelationUpdate(rri, estate, &epqstate, old, ch->slot);
-#else
-		ExecSimpleRelationUpdate(estate, &epqstate, old, ch->slot);
-#endif
 	}
 	PG_FINALLY();
 	{
-		fencing_writing_leases = false;
+		writing_leases = false;
 	}
 	PG_END_TRY();
 	updated = ItemPointerIsValid(&ch->slot->tts_tid);
@@ -1020,8 +1023,8 @@ row_changer(Relation rel, Relation key, text *name, int32 slot,
  * read-only probes of fencing_check_lease_snapshot.
  */
 static uint64
-run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
-	bool probe, bool latest)
+run_row_statement(LeaseStatement stmt, const LeaseRequest *req,
+				  LeaseResult *result, bool probe, bool latest)
 {
 	bool		writes = writes_row(stmt);
 	LOCKMODE	lockmode = writes ? RowExclusiveLock :
@@ -1062,7 +1065,7 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 		snapshot = RegisterSnapshot(latest ? GetLatestSnapshot() :
 									GetTransactionSnapshot());
 		now = GetCurrentTimestamp();
-		if (!look(rel, key, snapshot, stmt, req, now, old))
+		if (!find_lease_row(rel, key, snapshot, stmt, req, now, old))
 		{
 			/* TAKEABLE: a lease that does not exist may be created */
 			processed = stmt == LEASE_TAKEABLE ? 1 : 0;
@@ -1412,7 +1415,7 @@ fencing_refuse_held_kind(const LeaseRequest *req)
  *
  * A row that looks expired may be renewed by a commit under way, which
  * read its clock before "now" but is not visible yet: wait for such a
- * commit (events.c) and read again, so that "expired" is never followed
+ * commit (lease_wait.c) and read again, so that "expired" is never followed
  * by the same token live.
  */
 bool
@@ -1496,9 +1499,9 @@ fencing_read_lease_row(text *name, int32 slot, int64 token, bool latest,
 	return state->found;
 }
 
-/* Is the statement one of ours?  The others are SQL (lease_store.c). */
-bool
-fencing_lease_row_statement(LeaseStatement stmt)
+/* Is the statement judged here in C?  The others are SQL (below). */
+static bool
+judged_in_c(LeaseStatement stmt)
 {
 	switch (stmt)
 	{
@@ -1518,13 +1521,6 @@ fencing_lease_row_statement(LeaseStatement stmt)
 	}
 }
 
-uint64
-fencing_run_lease_row(LeaseStatement stmt, const LeaseRequest *req,
-					  LeaseResult *result)
-{
-	return run(stmt, req, result, false, false);
-}
-
 /*
  * Under REPEATABLE READ and SERIALIZABLE a statement sees the lease as of
  * the transaction's snapshot.  When it answered "no" but the latest
@@ -1538,8 +1534,8 @@ fencing_check_lease_snapshot(LeaseStatement probe, const LeaseRequest *req)
 	Assert(!writes_row(probe) && probe != LEASE_LOCK);
 	if (!IsolationUsesXactSnapshot())
 		return;
-	if (run(probe, req, NULL, true, true) > 0 &&
-		run(probe, req, NULL, true, false) == 0)
+	if (run_row_statement(probe, req, NULL, true, true) > 0 &&
+		run_row_statement(probe, req, NULL, true, false) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("could not serialize access due to concurrent update of lease \"%s\"",
@@ -1625,7 +1621,7 @@ fencing_survey_lease_slots(const LeaseRequest *req, int32 slots,
 /*
  * A prepared transaction that is changing the row (name, slot) and has not
  * been committed or rolled back yet: InvalidTransactionId if none.  Its
- * COMMIT PREPARED wakes nobody (events.c): a waiter that sees the row
+ * COMMIT PREPARED wakes nobody (lease_wait.c): a waiter that sees the row
  * unchanged waits for that transaction to end instead of sleeping.
  */
 TransactionId
@@ -1676,4 +1672,311 @@ fencing_lease_row_busy(const LeaseRequest *req)
 	table_close(rel, NoLock);
 	fencing_restore_user(&scope);
 	return busy;
+}
+
+/* ---- the statements that are SQL: creating a row, purging old ones ---- */
+
+/* what a statement's $n and result columns are: fields of LeaseRequest */
+typedef enum LeaseField
+{
+	F_NONE,
+	F_NAME,
+	F_SLOT,
+	F_HOLDER,
+	F_ROLE,
+	F_TTL,
+	F_LOCK_DELAY,
+	F_CUTOFF,
+	F_TOKEN,
+	F_TAKEOVER,
+	F_KIND,
+	F_SLOTS,
+	F_VALUE
+} LeaseField;
+
+static const Oid field_types[] = {
+	[F_NONE] = InvalidOid,
+	[F_NAME] = TEXTOID,
+	[F_SLOT] = INT4OID,
+	[F_HOLDER] = TEXTOID,
+	[F_ROLE] = REGROLEOID,
+	[F_TTL] = INTERVALOID,
+	[F_LOCK_DELAY] = INTERVALOID,
+	[F_CUTOFF] = TIMESTAMPTZOID,
+	[F_TOKEN] = INT8OID,
+	[F_TAKEOVER] = BOOLOID,
+	[F_KIND] = CHAROID,
+	[F_SLOTS] = INT4OID,
+	[F_VALUE] = TEXTOID,
+};
+
+#define MAX_LEASE_PARAMS	9
+#define MAX_LEASE_RESULTS	2
+
+typedef struct LeaseStatementDef
+{
+	const char *sql;
+	LeaseField	params[MAX_LEASE_PARAMS];	/* $1, $2, ... */
+	LeaseField	results[MAX_LEASE_RESULTS]; /* columns of the first row */
+} LeaseStatementDef;
+
+#define EQ " OPERATOR(pg_catalog.=) "
+#define NOW "pg_catalog.clock_timestamp()"
+#define PLUS " OPERATOR(pg_catalog.+) "
+
+/* statements judged in C (above) have no SQL */
+static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
+	/*
+	 * Create a lease; spends no token when the row exists.  The values are
+	 * those LEASE_TAKE writes for a first acquire.
+	 */
+	[LEASE_CREATE] = {
+		"INSERT INTO fencing.leases AS l"
+		"       (name, slot, kind, slots, holder, holder_role, token,"
+		"        acquired_at, expires_at, lock_delay, value, acquires)"
+		" SELECT $1, $6, $7, $8, $2, $3, fencing.next_token(), " NOW ","
+		"        (" NOW PLUS "$4), $5, $9, 1"
+		"  WHERE NOT EXISTS (SELECT FROM fencing.leases AS o"
+		"                     WHERE o.name" EQ "$1 AND o.slot" EQ "$6)"
+		" ON CONFLICT (name, slot) DO NOTHING"
+		" RETURNING l.token, l.takeover",
+		{F_NAME, F_HOLDER, F_ROLE, F_TTL, F_LOCK_DELAY, F_SLOT, F_KIND,
+		F_SLOTS, F_VALUE},
+		{F_TOKEN, F_TAKEOVER}
+	},
+	/*
+	 * $1 cutoff: delete leases free since before it, released or expired
+	 * past their lock delay.  A set operation, so SQL: no lease can be
+	 * acquired through a row deleted here, so it judges no holder's claim.
+	 * It never waits for a row lock, so it takes part in no deadlock (with
+	 * another purge, or a transaction acquiring several leases): a row
+	 * locked by another transaction is in use right now, and left to the
+	 * next purge.
+	 */
+	[LEASE_PURGE] = {
+		"DELETE FROM fencing.leases AS l"
+		" USING (SELECT f.name, f.slot FROM fencing.leases AS f"
+		"         WHERE COALESCE(f.released_at,"
+		"                        (f.expires_at" PLUS "f.lock_delay))"
+		"               OPERATOR(pg_catalog.<) $1"
+		"           FOR UPDATE OF f SKIP LOCKED) AS d"
+		" WHERE l.name" EQ "d.name AND l.slot" EQ "d.slot",
+		{F_CUTOFF}
+	},
+};
+
+static SPIPlanPtr lease_plans[NUM_LEASE_STATEMENTS];
+
+static SPIPlanPtr
+lease_plan(LeaseStatement stmt)
+{
+	const LeaseStatementDef *def = &lease_statements[stmt];
+
+	if (def->sql == NULL)
+		elog(ERROR, "fencing statement %d has no SQL", (int) stmt);
+	if (lease_plans[stmt] == NULL)
+	{
+		Oid			argtypes[MAX_LEASE_PARAMS];
+		int			nargs = 0;
+		SPIPlanPtr	plan;
+
+		while (nargs < MAX_LEASE_PARAMS && def->params[nargs] != F_NONE)
+		{
+			argtypes[nargs] = field_types[def->params[nargs]];
+			nargs++;
+		}
+		plan = SPI_prepare(def->sql, nargs, argtypes);
+		if (plan == NULL)
+			elog(ERROR, "SPI_prepare failed for fencing statement %d: %s",
+				 (int) stmt, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "SPI_keepplan failed");
+		lease_plans[stmt] = plan;
+	}
+	return lease_plans[stmt];
+}
+
+/* The statement's $1, $2, ... from the request. */
+static void
+request_params(LeaseStatement stmt, const LeaseRequest *req, Datum *values,
+			   char *nulls)
+{
+	const LeaseStatementDef *def = &lease_statements[stmt];
+
+	for (int i = 0; i < MAX_LEASE_PARAMS && def->params[i] != F_NONE; i++)
+	{
+		nulls[i] = ' ';
+		switch (def->params[i])
+		{
+			case F_NAME:
+				values[i] = PointerGetDatum(req->name);
+				break;
+			case F_SLOT:
+				values[i] = Int32GetDatum(req->slot);
+				break;
+			case F_HOLDER:
+				values[i] = PointerGetDatum(req->holder);
+				break;
+			case F_ROLE:
+				values[i] = ObjectIdGetDatum(req->role);
+				break;
+			case F_TTL:
+				values[i] = req->ttl;
+				break;
+			case F_LOCK_DELAY:
+				values[i] = req->lock_delay;
+				break;
+			case F_CUTOFF:
+				values[i] = TimestampTzGetDatum(req->cutoff);
+				break;
+			case F_KIND:
+				values[i] = CharGetDatum(req->kind);
+				break;
+			case F_SLOTS:
+				values[i] = Int32GetDatum(req->slots);
+				break;
+			case F_VALUE:
+				values[i] = PointerGetDatum(req->value);
+				nulls[i] = req->value == NULL ? 'n' : ' ';
+				break;
+			default:
+				elog(ERROR, "fencing statement %d has a bad parameter %d",
+					 (int) stmt, (int) def->params[i]);
+		}
+	}
+}
+
+/* The first row's columns into *result. */
+static void
+store_results(LeaseStatement stmt, LeaseResult *result)
+{
+	const LeaseStatementDef *def = &lease_statements[stmt];
+
+	for (int i = 0; i < MAX_LEASE_RESULTS && def->results[i] != F_NONE; i++)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0],
+									  SPI_tuptable->tupdesc, i + 1, &isnull);
+
+		switch (def->results[i])
+		{
+			case F_TOKEN:
+				result->token = isnull ? 0 : DatumGetInt64(d);
+				break;
+			case F_TAKEOVER:
+				result->takeover = !isnull && DatumGetBool(d);
+				break;
+			default:
+				elog(ERROR, "fencing statement %d has a bad result %d",
+					 (int) stmt, (int) def->results[i]);
+		}
+	}
+}
+
+/* Run one SQL statement as the owner; the number of rows it touched. */
+static uint64
+run_sql(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result)
+{
+	FencingOwnerScope scope;
+	Datum		values[MAX_LEASE_PARAMS];
+	char		nulls[MAX_LEASE_PARAMS];
+	uint64		processed;
+	int			rc;
+
+	request_params(stmt, req, values, nulls);
+	fencing_become_owner(&scope);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
+	writing_leases = true;
+	PG_TRY();
+	{
+		rc = SPI_execute_plan(lease_plan(stmt), values, nulls, false, 0);
+	}
+	PG_FINALLY();
+	{
+		writing_leases = false;
+	}
+	PG_END_TRY();
+	if (rc < 0)
+		elog(ERROR, "fencing statement %d failed: %s",
+			 (int) stmt, SPI_result_code_string(rc));
+	processed = SPI_processed;
+	if (result != NULL && processed > 0)
+		store_results(stmt, result);
+
+	SPI_finish();
+	fencing_restore_user(&scope);
+	return processed;
+}
+
+typedef struct SqlRun
+{
+	LeaseStatement stmt;
+	const LeaseRequest *req;
+	LeaseResult *result;
+	uint64		processed;
+} SqlRun;
+
+static bool
+run_sql_kept(void *arg)
+{
+	SqlRun	   *r = (SqlRun *) arg;
+
+	r->processed = run_sql(r->stmt, r->req, r->result);
+	return true;
+}
+
+/*
+ * Run a statement on fencing.leases.  Returns the number of rows it
+ * touched (for a read: found qualifying); *result (if not NULL) gets what
+ * the first one returned, and result->row_seen tells whether the lease
+ * row was there but did not qualify.
+ *
+ * An INSERT that meets another transaction's uncommitted row of the same
+ * key waits for that transaction, and no statement can ask it not to.  So
+ * a create whose deadline has passed (a try-once acquire) first looks for
+ * such a row, and does not insert if there is one (result->locked); and
+ * every create waits in a subtransaction that ends at req->lock_deadline
+ * (result->locked then), for a row that comes between the look and the
+ * INSERT, so that an acquire's wait stays bounded.
+ */
+uint64
+fencing_run_lease_statement(LeaseStatement stmt, const LeaseRequest *req,
+							LeaseResult *result)
+{
+	SqlRun		r = {0};
+
+	if (judged_in_c(stmt))
+		return run_row_statement(stmt, req, result, false, false);
+	if (result != NULL)
+		result->row_seen = result->locked = false;
+	if (stmt != LEASE_CREATE)
+		return run_sql(stmt, req, result);
+	if (req->lock_deadline != FENCING_DEADLINE_NONE &&
+		req->lock_deadline <= fencing_monotonic_usecs() &&
+		fencing_lease_row_busy(req))
+	{
+		if (result != NULL)
+			result->locked = true;
+		return 0;
+	}
+	r.stmt = stmt;
+	r.req = req;
+	r.result = result;
+	if (fencing_wait_within(run_sql_kept, &r, req->lock_deadline) ==
+		FENCING_WAIT_TIMED_OUT)
+	{
+		if (result != NULL)
+			result->locked = true;
+		return 0;
+	}
+	return r.processed;
+}
+
+/* Is this file writing fencing.leases right now?  (lease_arrival.c) */
+bool
+fencing_lease_table_writing(void)
+{
+	return writing_leases;
 }
