@@ -731,6 +731,21 @@ def main():
             if o.outcome == 'ok' and o.value is None:
                 o.null_excused = o.null_excused or any(
                     x.inv + eps < o.inv and x.resp > o.resp for x in waits)
+    # a try-once acquire does not wait for another transaction that has a
+    # row of the name locked or is taking, creating or releasing it: NULL
+    # at once (README, lease_acquire; docs/waiting.md).  The model marks
+    # rows locked only by lease_lock and by renews and releases waiting for
+    # their COMMIT; a forced release, another acquire or a release still
+    # running in another client locks rows too, so a NULL overlapping one
+    # of them needs no holder.
+    writers = ('acquire', 'renew', 'release', 'check', 'force')
+    for n, ops in parts.items():
+        for o in ops:
+            if (o.kind == 'acquire' and o.wait == 0 and o.outcome == 'ok'
+                    and o.value is None and not o.null_excused):
+                o.null_excused = any(
+                    x is not o and x.w != o.w and x.kind in writers and
+                    x.inv < o.resp and o.inv < x.resp for x in ops)
     # LF021 also while another transaction writes or locks a row of the
     # name of another kind ("being acquired as"): an acquire of another
     # kind, a renew, release or check of such a row's token, a forced
