@@ -42,13 +42,13 @@ uninstall-fencing-lock:
 	rm -f '$(DESTDIR)$(bindir)/fencing-lock'
 
 # PGXN distribution archive, named after META.json's version, which
-# scripts/release_check.sh keeps in step with default_version
+# test/release_check.sh keeps in step with default_version
 DISTVERSION = $(shell sed -n 's/^   "version": "\([^"]*\)",$$/\1/p' META.json)
 dist:
-	bash scripts/release_check.sh
+	bash test/release_check.sh
 	git archive --format zip --prefix=$(EXTENSION)-$(DISTVERSION)/ -o $(EXTENSION)-$(DISTVERSION).zip HEAD
 
 release-check:
-	bash scripts/release_check.sh
+	bash test/release_check.sh
 
 .PHONY: dist release-check install-fencing-lock installdirs-fencing-lock uninstall-fencing-lock

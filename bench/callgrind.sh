@@ -201,7 +201,7 @@ if [ "${1:-}" = "--inner" ]; then
 fi
 
 cd "$(dirname "$0")/.."
-. scripts/deps.sh
+. test/deps.sh
 [ "$(id -u)" -eq 0 ] || { echo "run as root (the cluster runs as postgres)" >&2; exit 1; }
 command -v valgrind >/dev/null || apt-get install -y valgrind >/dev/null
 work=$(mktemp -d /tmp/fencing-callgrind.XXXXXX)

@@ -6,7 +6,7 @@
 #   ROUNDS=2 DUR=5 sudo bench/citus.sh
 #
 # Builds the extension into a private relocated copy of the server with
-# Citus (scripts/citus.sh: the cached build), starts a coordinator and two
+# Citus (test/citus.sh: the cached build), starts a coordinator and two
 # workers on 127.0.0.1 (fsync = off, as the main runs of bench/run.sh:
 # this measures what the check costs, not the disk), a table of ROWS rows
 # distributed over 32 shards, and in each round one pgbench run through
@@ -92,8 +92,8 @@ if [ "${1:-}" = "--inner" ]; then
 fi
 
 cd "$(dirname "$0")/.."
-. scripts/deps.sh
-. scripts/citus.sh
+. test/deps.sh
+. test/citus.sh
 [ "$(id -u)" -eq 0 ] || { echo "run as root (the cluster runs as postgres)" >&2; exit 1; }
 fencing_install_deps
 fencing_citus_build

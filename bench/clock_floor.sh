@@ -23,7 +23,7 @@ set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/.."
 top=$PWD
-. scripts/deps.sh
+. test/deps.sh
 
 : "${BASE:=83fed51}" "${ROUNDS:=5}" "${DUR:=10}" "${CLIENTS:=8}" "${POOL:=1000}"
 pgbin=/usr/lib/postgresql/$FENCING_PG_MAJOR

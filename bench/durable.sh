@@ -86,7 +86,7 @@ if [ "${1:-}" = "--inner" ]; then
 fi
 
 cd "$(dirname "$0")/.."
-. scripts/deps.sh
+. test/deps.sh
 [ "$(id -u)" -eq 0 ] || { echo "run as root (the clusters run as postgres)" >&2; exit 1; }
 fencing_install_deps
 work=$(mktemp -d /tmp/fencing-durable-bench.XXXXXX)

@@ -200,7 +200,7 @@ fi
 
 cd "$(dirname "$0")/.."
 top=$PWD
-. scripts/deps.sh
+. test/deps.sh
 [ "$(id -u)" -eq 0 ] || { echo "run as root (the cluster runs as postgres)" >&2; exit 1; }
 command -v pgbench >/dev/null || fencing_install_deps
 work=$(mktemp -d /tmp/fencing-floor-bench.XXXXXX)

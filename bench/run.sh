@@ -606,7 +606,7 @@ sample_waits() {
 # ===========================================================================
 main() {
 	cd "$(dirname "$0")/.."
-	. scripts/deps.sh
+	. test/deps.sh
 	export PATH="/usr/lib/postgresql/$FENCING_PG_MAJOR/bin:$PATH"
 	T0=$(date +%s)
 
@@ -614,7 +614,7 @@ main() {
 	pkglibdir=$(pg_config --pkglibdir)
 	if [ ! -f "$sharedir/extension/fencing.control" ] || [ ! -f "$pkglibdir/fencing.so" ]; then
 		if [ "$(id -u)" -ne 0 ]; then
-			echo "the fencing extension is not installed; run scripts/test.sh (as root) first" >&2
+			echo "the fencing extension is not installed; run test/run.sh (as root) first" >&2
 			exit 1
 		fi
 		echo "== the extension is not installed: building and installing it" >&2
@@ -635,7 +635,7 @@ main() {
 	trap 'rm -rf "$work"' EXIT
 	# Others reinstall the extension while they test: run a private,
 	# relocated copy of the installation (postgres finds its share and lib
-	# directories relative to its binary, as in scripts/negative_control.sh),
+	# directories relative to its binary, as in test/negative/negative_control.sh),
 	# copied under the build lock, so the whole run measures one binary.
 	local pgbin=/usr/lib/postgresql/$FENCING_PG_MAJOR orig_path=$PATH
 	mkdir -p "$work/inst/usr/lib/postgresql" "$work/inst/usr/share/postgresql"

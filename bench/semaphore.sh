@@ -285,7 +285,7 @@ if [ "${1:-}" = "--inner" ]; then inner "$2"; exit 0; fi
 # Part 1 (root): a private build, the run as postgres, the report.
 # ===========================================================================
 cd "$(dirname "$0")/.."
-. scripts/deps.sh
+. test/deps.sh
 [ "$(id -u)" -eq 0 ] || { echo "run as root (the cluster runs as postgres)" >&2; exit 1; }
 T0=$(date +%s)
 date=$(date -u +%Y%m%d-%H%M%S)

@@ -196,7 +196,7 @@ if [ "${1:-}" = "--inner" ]; then
 fi
 
 cd "$(dirname "$0")/.."
-. scripts/deps.sh
+. test/deps.sh
 [ "$(id -u)" -eq 0 ] || { echo "run as root (the cluster runs as postgres)" >&2; exit 1; }
 command -v pgbench >/dev/null || fencing_install_deps
 work=$(mktemp -d /tmp/fencing-soak.XXXXXX)

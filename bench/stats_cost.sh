@@ -34,7 +34,7 @@ BASE=${1:-83fed51}
 export ROUNDS DUR POOL CPU_TX CPU_ROUNDS
 
 [ "$(id -u)" -eq 0 ] || { echo "stats_cost.sh: run as root (it builds into private server copies and runs clusters as postgres)" >&2; exit 2; }
-. scripts/deps.sh
+. test/deps.sh
 fencing_install_deps
 
 work=$(mktemp -d /tmp/fencing-stats-cost.XXXXXX)

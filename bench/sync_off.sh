@@ -105,7 +105,7 @@ for i, name in enumerate(names):
 fi
 
 cd "$(dirname "$0")/.."
-. scripts/deps.sh
+. test/deps.sh
 [ "$(id -u)" -eq 0 ] || { echo "run as root (the clusters run as postgres)" >&2; exit 1; }
 work=$(mktemp -d /tmp/fencing-sync-off.XXXXXX)
 chmod 755 "$work"

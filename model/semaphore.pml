@@ -3,7 +3,7 @@
  * slots, each slot a lease row of its own, as a Promela model for spin.
  * It models the protocol, not the C code; model/README.md ("Counting
  * semaphores") maps every step to the function that implements it, and
- * scripts/check_model.sh runs every configuration below.  The token
+ * test/check_model.sh runs every configuration below.  The token
  * source, crashes of the server and failovers are model/fencing.pml's:
  * here tokens come from one counter that only goes up.
  *

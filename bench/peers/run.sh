@@ -32,7 +32,7 @@ fi
 export ROUNDS DUR WARMUP PREWARM SYSTEMS CELLS PHASES TTL_S MODE
 
 # Debian packages of the peers (the PostgreSQL side comes from
-# scripts/deps.sh).  Their services are stopped and disabled after the
+# test/deps.sh).  Their services are stopped and disabled after the
 # install: this script starts its own servers.
 PEERS_DEB_PACKAGES=(etcd-server zookeeper redis-server default-jre-headless gnuplot-nox python3)
 PEERS_SERVICES=(etcd zookeeper redis-server)
@@ -272,7 +272,7 @@ stop_all() {
 # ===========================================================================
 main() {
 	cd "$(dirname "$0")/../.."
-	. scripts/deps.sh
+	. test/deps.sh
 	T0=$(date +%s)
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "run it as root (sudo): it installs packages and runs the servers as user postgres" >&2

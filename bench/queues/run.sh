@@ -9,7 +9,7 @@
 #                                            # SELECT set_config, not SET LOCAL
 #
 # One throwaway cluster of a private relocated copy of the server
-# installation with this tree's build (scripts/deps.sh).  bench/queues/
+# installation with this tree's build (test/deps.sh).  bench/queues/
 # setup.sql makes, for each of pg-boss, graphile-worker, River, Oban, Solid
 # Queue and pgmq, the queue's table(s) twice: in schema fq with the
 # recipe's triggers, in schema pq without.  Each round is one pgbench run
@@ -23,7 +23,7 @@ export LC_ALL=C
 cd "$(dirname "$0")/../.."
 : "${FENCING_PG_MAJOR:=15}"
 : "${ROUNDS:=5}" "${DUR:=15}" "${CLIENTS:=4}" "${FSYNC:=off}"
-. scripts/deps.sh
+. test/deps.sh
 
 if [ "${1:-}" = "--inner" ]; then
 	# as postgres: $2 = work dir

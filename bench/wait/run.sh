@@ -162,14 +162,14 @@ fi
 # Part 1: find the extension, start a throwaway cluster as postgres.
 # ---------------------------------------------------------------------------
 cd "$(dirname "$0")/../.."
-. scripts/deps.sh
+. test/deps.sh
 export PATH="/usr/lib/postgresql/$FENCING_PG_MAJOR/bin:$PATH"
 
 sharedir=$(pg_config --sharedir)
 pkglibdir=$(pg_config --pkglibdir)
 if [ ! -f "$sharedir/extension/fencing.control" ] || [ ! -f "$pkglibdir/fencing.so" ]; then
 	if [ "$(id -u)" -ne 0 ]; then
-		echo "the fencing extension is not installed; run scripts/test.sh (as root) first" >&2
+		echo "the fencing extension is not installed; run test/run.sh (as root) first" >&2
 		exit 1
 	fi
 	echo "== the extension is not installed: building and installing it" >&2

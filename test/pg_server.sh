@@ -2,7 +2,7 @@
 # pg_server.sh: a PostgreSQL server installation of one major for the
 # version matrix, built or unpacked once and cached on the machine.
 #
-#   scripts/pg_server.sh 16        # prints the cached installation's bin dir
+#   test/pg_server.sh 16        # prints the cached installation's bin dir
 #
 # Each major comes from one place (docs/versions.md says why):
 #   13  Debian bullseye's source package postgresql-13 (apt-get source with
