@@ -187,8 +187,8 @@ for s in $suites; do
 		run_suite negative bash test/negative/negative_control.sh
 		;;
 	model)
-		[ -x test/check_model.sh ] &&
-			run_suite model bash test/check_model.sh
+		[ -x test/model/check_model.sh ] &&
+			run_suite model bash test/model/check_model.sh
 		;;
 	*)
 		echo "unknown suite $s" >&2
