@@ -16,8 +16,8 @@ ISOLATION = $(patsubst specs/%.spec,%,$(sort $(wildcard specs/*.spec)))
 ISOLATION_OPTS = --load-extension=$(EXTENSION)
 TAP_TESTS = 1
 
-# fencing-lock (client/): runs a command under a lease; a libpq client
-FENCING_LOCK = client/fencing-lock
+# fencing-lock (src/bin/): runs a command under a lease; a libpq client
+FENCING_LOCK = src/bin/fencing-lock
 EXTRA_CLEAN = $(FENCING_LOCK)
 
 PG_CONFIG ?= pg_config
@@ -28,7 +28,7 @@ include $(PGXS)
 # of its own: the server's compiler and flags (PG_CFLAGS too), its libpq,
 # installed beside the server's programs (pg_config --bindir)
 all: $(FENCING_LOCK)
-$(FENCING_LOCK): client/fencing-lock.c
+$(FENCING_LOCK): src/bin/fencing-lock.c
 	$(CC) $(CFLAGS) -I$(libpq_srcdir) -DFENCING_VERSION=\"$(EXTVERSION)\" $< $(LDFLAGS) $(LDFLAGS_EX) $(libpq) -o $@
 
 install: install-fencing-lock
