@@ -19,10 +19,8 @@ fencing_citus_version() {
 }
 
 fencing_citus_sources() {
-	local top
-	top=$(git rev-parse --show-toplevel 2>/dev/null || pwd)
-	for d in "${FENCING_CITUS_SOURCES:-}" "$top/../shared/citus-sources" \
-		/work/shared/citus-sources; do
+	local d
+	for d in "${FENCING_CITUS_SOURCES:-}" "$(fencing_shared_dir)/citus-sources"; do
 		[ -n "$d" ] && [ -d "$d" ] && { echo "$d"; return 0; }
 	done
 	return 1

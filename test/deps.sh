@@ -106,6 +106,28 @@ fencing_install_deps() {
 # cluster with contrib/prometheus/queries.yaml; prometheus: its promtool
 # checks contrib/prometheus/alerts.yaml (neither service is started).
 
+# fencing_shared_dir: the shared directory beside the repository, with the
+# sources the matrix and Citus are built from (CI: ../shared relative to the
+# top of the clone; a worktree: beside the main checkout).  FENCING_SHARED_DIR
+# overrides.
+fencing_shared_dir() {
+	local d top
+	top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+	if [ -n "${FENCING_SHARED_DIR:-}" ]; then
+		echo "$FENCING_SHARED_DIR"
+		return
+	fi
+	for d in "$top/../shared" \
+		"$(git -C "$top" rev-parse --show-toplevel 2>/dev/null)/../shared" \
+		"$(dirname "$(cd "$top" && cd "$(git rev-parse --git-common-dir 2>/dev/null || echo .)" && pwd)")/../shared"; do
+		if [ -d "$d/postgresql-sources" ] || [ -d "$d/citus-sources" ]; then
+			(cd "$d" && pwd)
+			return
+		fi
+	done
+	echo "$top/../shared"
+}
+
 # Build with warnings as errors and install into the server's directories.
 # Server headers trip -Wunused-parameter, so that one warning stays off.
 fencing_build_install() {

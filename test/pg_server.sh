@@ -24,6 +24,8 @@
 set -euo pipefail
 
 fencing_top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# fencing_shared_dir
+. "$fencing_top/test/deps.sh"
 FENCING_PG_CACHE=${FENCING_PG_CACHE:-/var/cache/fencing-pg}
 
 # Pinned sources.  Bump the version and checksum together.
@@ -36,25 +38,6 @@ PG18_ORIG_SHA256=555610c24d53e4316da5b7d3fc25c279d96856d5e0e23ee308c328c5fa881d9
 PG_RECIPE=1
 PG13_RECIPE=2
 PG_NPM_RECIPE=2
-
-# The shared directory beside the repository (CI: ../shared relative to the
-# top of the clone; a worktree: beside the main checkout).
-fencing_shared_dir() {
-	local d top common
-	if [ -n "${FENCING_SHARED_DIR:-}" ]; then
-		echo "$FENCING_SHARED_DIR"
-		return
-	fi
-	for d in "$fencing_top/../shared" \
-		"$(git -C "$fencing_top" rev-parse --show-toplevel 2>/dev/null)/../shared" \
-		"$(dirname "$(cd "$fencing_top" && cd "$(git rev-parse --git-common-dir 2>/dev/null || echo .)" && pwd)")/../shared"; do
-		if [ -d "$d/postgresql-sources" ]; then
-			(cd "$d" && pwd)
-			return
-		fi
-	done
-	echo "$fencing_top/../shared"
-}
 
 pg_log() { echo "pg_server: $*" >&2; }
 
