@@ -70,12 +70,14 @@ esac
 work=$(fencing_copy_tree_for_postgres)
 flock -u 9
 # keep the actual outputs of failed runs for a look afterwards
+# (FENCING_RESULTS: where; one directory per machine by default)
+results_dir=${FENCING_RESULTS:-/tmp/fencing-results}
 keep_results() {
 	if [ "$status" -ne 0 ]; then
-		rm -rf /tmp/fencing-results
-		mkdir -p /tmp/fencing-results
-		cp -r "$work"/results "$work"/output_iso/results /tmp/fencing-results/ 2>/dev/null || true
-		echo "actual outputs of this run: /tmp/fencing-results"
+		rm -rf "$results_dir"
+		mkdir -p "$results_dir"
+		cp -r "$work"/results "$work"/output_iso/results "$results_dir/" 2>/dev/null || true
+		echo "actual outputs of this run: $results_dir"
 	fi
 	rm -rf "$work"
 	[ -z "$private" ] || rm -rf "$private"
