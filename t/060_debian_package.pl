@@ -153,7 +153,7 @@ SKIP:
 	BAIL_OUT('no package to test') unless $built && $root && $deb;
 
 	like($deb, qr{/\Q$package\E_[^/]*_[a-z0-9]+\.deb$}, "the binary package is $package");
-	# one package per major that pg_buildext finds (debian/pgversions: 13+)
+	# one package per major that pg_buildext finds (debian/pgversions: 15+)
 	my @majors = split ' ', `pg_buildext supported-versions`;
 	ok(scalar(grep { $_ eq $major } @majors), "pg_buildext finds PostgreSQL $major (of: @majors)");
 	for my $v (@majors)

@@ -4,8 +4,8 @@
 # (test/matrix/tap_tests) on each; fencing-lock is built by the same make
 # and must run.
 #
-#   sudo test/matrix.sh               # 13 14 15 16 17 18
-#   sudo test/matrix.sh 13 17         # some majors
+#   sudo test/matrix.sh               # 15 16 17 18
+#   sudo test/matrix.sh 16 17         # some majors
 #   sudo test/matrix.sh --prepare     # only obtain (build, cache) the servers
 #
 # Each server comes from test/pg_server.sh (cached under
@@ -33,7 +33,7 @@ if [ "${1:-}" = --prepare ]; then
 	prepare_only=1
 	shift
 fi
-majors=${*:-${FENCING_MATRIX_MAJORS:-13 14 15 16 17 18}}
+majors=${*:-${FENCING_MATRIX_MAJORS:-15 16 17 18}}
 suites=${FENCING_MATRIX_SUITES:-regress isolation tap}
 tap_tests=${FENCING_MATRIX_TAP:-$(grep -v '^#' test/matrix/tap_tests | grep . | tr '\n' ' ')}
 

@@ -5,13 +5,13 @@
 # run's short mode (bench/soak.sh --short), the negative
 # control and the model check on PostgreSQL 15; then the version matrix
 # (test/matrix.sh: build, regress, isolation and the token TAP tests on
-# 13, 14, 16, 17 and 18).
+# 16, 17 and 18).
 #
 #   sudo test/run.sh                 # everything
 #   FENCING_SUITES="regress isolation" sudo test/run.sh
 #   FENCING_SUITES=docs sudo test/run.sh     # README.md, docs/, examples/
 #   PROVE_TESTS=t/002_promotion.pl sudo test/run.sh
-#   FENCING_MATRIX_MAJORS="13 17" sudo test/run.sh   # fewer other majors
+#   FENCING_MATRIX_MAJORS="16 18" sudo test/run.sh   # fewer other majors
 #   FENCING_PRIVATE=1 sudo test/run.sh   # a private copy of the server
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +28,7 @@ fencing_install_deps
 # The matrix's servers are built (first run on a machine) or found cached
 # in the background while the 15 suites run; test/matrix.sh waits for
 # each one it needs.
-matrix_majors=${FENCING_MATRIX_MAJORS:-13 14 16 17 18}
+matrix_majors=${FENCING_MATRIX_MAJORS:-16 17 18}
 matrix_prep=
 case " $suites " in
 *" matrix "*)
@@ -143,7 +143,7 @@ for s in $suites; do
 	regress)
 		[ -n "$(ls sql/*.sql 2>/dev/null)" ] &&
 			run_suite regress $PGX make -s installcheck ISOLATION= TAP_TESTS=
-		# the counters of fencing_monitor, which on 13 to 16 count only
+		# the counters of fencing_monitor, which on 15 and 16 count only
 		# with shared_preload_libraries (off above: monitor_stats_1.out)
 		run_suite preload env TMP_CLUSTER_CONF="shared_preload_libraries = 'fencing'" \
 			$PGX make -s installcheck REGRESS=monitor_stats ISOLATION=monitor_waits TAP_TESTS=
