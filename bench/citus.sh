@@ -14,7 +14,7 @@
 #   fenced    UPDATE files SET v = v + 1, fence = fencing.fence_advance(fence, :tok) WHERE id = :id
 #   unfenced  UPDATE files SET v = v + 1, fence = :tok WHERE id = :id
 # on rows of each client's own.  Reported: median and trimmed mean latency
-# per script and their ratio.  Writes bench/results/citus-<date>.md.
+# per script and their ratio.  Writes bench/out/citus-<date>.md.
 set -euo pipefail
 export LC_ALL=C
 : "${FENCING_PG_MAJOR:=15}"
@@ -127,8 +127,8 @@ total=$(fencing_as_postgres bash "$work/citus.sh" --inner "$work" check)
 tx=$(awk -F'\t' '{ s += $3 } END { print s }' "$tsv")
 
 date=$(date -u +%Y%m%d-%H%M%S)
-mkdir -p bench/results
-out=bench/results/citus-$date.md
+mkdir -p "${BENCH_OUT:-bench/out}"
+out=${BENCH_OUT:-bench/out}/citus-$date.md
 {
 	echo "# bench/citus.sh, $date"
 	echo

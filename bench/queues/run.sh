@@ -17,7 +17,7 @@
 # queue's statements) at weight 1, so both contenders of a queue meet the
 # same load at the same time; the machine is shared, so quote the ratios.
 # Ratio per queue and round: plain latency / fenced latency (1.0 = free;
-# target >= 0.97, issue 30).  Writes bench/results/queues-<UTC date>.md.
+# target >= 0.97, issue 30).  Writes bench/out/queues-<UTC date>.md.
 set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/../.."
@@ -94,8 +94,8 @@ runuser -u postgres -- env PATH="$FENCING_PG_BINDIR:$PATH" ROUNDS="$ROUNDS" DUR=
 	CLIENTS="$CLIENTS" FSYNC="$FSYNC" DECLARE="${DECLARE:-set_local}" bash bench/queues/run.sh --inner "$W"
 make -s clean PG_CONFIG="$FENCING_PG_BINDIR/pg_config" >/dev/null
 
-mkdir -p bench/results
-out=bench/results/queues-$(date -u +%Y%m%d-%H%M%S).md
+mkdir -p "${BENCH_OUT:-bench/out}"
+out=${BENCH_OUT:-bench/out}/queues-$(date -u +%Y%m%d-%H%M%S).md
 python3 - "$W/latency.tsv" "$W/checks.txt" "$out" "$ROUNDS" "$DUR" "$CLIENTS" "$FSYNC" "${DECLARE:-set_local}" <<'PY'
 import statistics, sys, collections
 tsv, checks, out, rounds, dur, clients, fsync, declare = sys.argv[1:]

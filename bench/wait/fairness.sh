@@ -12,7 +12,7 @@
 # The extension is built and installed into a private copy of the server
 # (test/deps.sh fencing_private_install), never into the system's, and
 # measured in a throwaway cluster of that copy (test/tmp_cluster.sh, as
-# user postgres).  Results: stdout and bench/wait/results-fairness-<date>.md (and .json:
+# user postgres).  Results: stdout and bench/out/wait-fairness-<date>.md (and .json:
 # the summaries).
 set -euo pipefail
 export LC_ALL=C
@@ -51,7 +51,8 @@ psql -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION fencing"
 EOF
 chown -R postgres:postgres "$work"
 
-result="bench/wait/results-fairness-$(date -u +%Y%m%d-%H%M%S).md"
+mkdir -p "${BENCH_OUT:-bench/out}"
+result="${BENCH_OUT:-bench/out}/wait-fairness-$(date -u +%Y%m%d-%H%M%S).md"
 status=0
 fencing_as_postgres env PATH="$FENCING_PG_BINDIR:$PATH" \
 	TMP_CLUSTER_CONF="max_connections = 200" \

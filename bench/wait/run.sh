@@ -24,7 +24,7 @@
 # Targets: handover median <= 1 ms and p99 <= 10 ms; the idle waiters
 # < 5 % of one core.
 #
-# Results: stdout and bench/wait/results-<date>.md.
+# Results: stdout and bench/out/wait-<date>.md.
 set -euo pipefail
 export LC_ALL=C
 
@@ -185,7 +185,8 @@ fi
 	exit 1
 }
 
-result="bench/wait/results-$(date -u +%Y%m%d-%H%M%S).md"
+mkdir -p "${BENCH_OUT:-bench/out}"
+result="${BENCH_OUT:-bench/out}/wait-$(date -u +%Y%m%d-%H%M%S).md"
 work=$(mktemp -d /tmp/fencing-bench-wait.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cp bench/wait/run.sh bench/wait/driver.py "$work/"
