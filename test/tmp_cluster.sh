@@ -6,6 +6,11 @@
 # the cluster afterwards.  The exit status is the command's.  Must run as a
 # user initdb accepts (not root).
 #
+# Why not pg_virtualenv (postgresql-common): it finds servers by major under
+# /usr/lib/postgresql/NN, so it cannot run a private copy of the
+# installation (FENCING_PRIVATE=1, the negative control) nor the matrix's
+# own builds of 16, 17 and 18; this runs whatever initdb is first on PATH.
+#
 #   test/tmp_cluster.sh make installcheck
 #   TMP_CLUSTER_CONF='max_prepared_transactions = 10' test/tmp_cluster.sh psql
 set -euo pipefail
