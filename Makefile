@@ -14,7 +14,8 @@ REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
 REGRESS_OPTS = --load-extension=$(EXTENSION)
 ISOLATION = $(patsubst specs/%.spec,%,$(sort $(wildcard specs/*.spec)))
 ISOLATION_OPTS = --load-extension=$(EXTENSION)
-TAP_TESTS = 1
+# t/ is in a clone, not in the archive of make dist (.gitattributes)
+TAP_TESTS := $(if $(wildcard t/*.pl),1)
 
 # fencing-lock (src/bin/): runs a command under a lease; a libpq client
 FENCING_LOCK = src/bin/fencing-lock
