@@ -130,8 +130,8 @@ COMMENT ON FUNCTION fencing.lease_acquire(text, text, interval, interval) IS
 	'A new token if the lease is free, expired or held by this holder, waiting up to wait; else NULL';
 
 -- A counting semaphore: up to "slots" holders at once, each with a token of
--- its own.  Renew, release and check a slot with lease_renew,
--- lease_release and lease_check, by the semaphore's name and the token.
+-- its own.  Renew, release and lock a slot with lease_renew,
+-- lease_release and lease_lock, by the semaphore's name and the token.
 CREATE FUNCTION fencing.semaphore_acquire(name text, holder text, slots integer,
 										  ttl interval, wait interval DEFAULT '0')
 RETURNS bigint
@@ -183,12 +183,12 @@ AS 'MODULE_PATHNAME', 'fencing_lease_lock_tag';
 
 REVOKE ALL ON FUNCTION fencing._lease_lock_tag(text) FROM PUBLIC;
 
-CREATE FUNCTION fencing.lease_check(name text, token bigint)
+CREATE FUNCTION fencing.lease_lock(name text, token bigint)
 RETURNS boolean
 LANGUAGE C VOLATILE PARALLEL UNSAFE
-AS 'MODULE_PATHNAME', 'fencing_lease_check';
+AS 'MODULE_PATHNAME', 'fencing_lease_lock';
 
-COMMENT ON FUNCTION fencing.lease_check(text, bigint) IS
+COMMENT ON FUNCTION fencing.lease_lock(text, bigint) IS
 	'True iff the token is current and the lease live; holds it until commit';
 
 -- Why a token is no longer its lease's current one (a lease, a semaphore
@@ -257,25 +257,21 @@ AS 'MODULE_PATHNAME', 'fencing_election_resign';
 COMMENT ON FUNCTION fencing.election_resign(text, bigint) IS
 	'The leader steps down; false for a token that is not the live leader''s';
 
-CREATE FUNCTION fencing.fence_check(fence bigint, token bigint)
-RETURNS boolean
-LANGUAGE C IMMUTABLE PARALLEL SAFE
-AS 'MODULE_PATHNAME', 'fencing_fence_check';
-
-COMMENT ON FUNCTION fencing.fence_check(bigint, bigint) IS
-	'True iff fence IS NULL OR fence < token: this token may write the row';
-
-CREATE FUNCTION fencing.fence_allows(fence bigint, token bigint)
+-- In a WHERE clause: AND fencing.fence_allows(fence, $token).  The same
+-- choice as fence_advance: a token newer than the fence, or (allow_same)
+-- the token the row is fenced with, for a holder that writes a row again.
+CREATE FUNCTION fencing.fence_allows(fence bigint, token bigint,
+									 allow_same boolean DEFAULT false)
 RETURNS boolean
 LANGUAGE C IMMUTABLE PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'fencing_fence_allows';
 
-COMMENT ON FUNCTION fencing.fence_allows(bigint, bigint) IS
-	'True iff fence IS NULL OR fence <= token: this token is not older than the row';
+COMMENT ON FUNCTION fencing.fence_allows(bigint, bigint, boolean) IS
+	'True iff fence IS NULL OR fence < token (<= with allow_same): this token may write the row';
 
 -- In the SET list: fence = fencing.fence_advance(fence, $token).  Runs only
 -- for rows the statement updates, and raises LF001 for a stale token.
--- IMMUTABLE, as fence_check and fence_allows, because Citus sends a row's
+-- IMMUTABLE, as fence_allows, because Citus sends a row's
 -- SET, WHERE and ON CONFLICT expressions to the workers only when their
 -- functions are (docs/citus.md).  The planner folds an IMMUTABLE call only
 -- when every argument is a constant, never with the row's fence column as
@@ -330,14 +326,6 @@ AS 'MODULE_PATHNAME', 'fencing_claim_guard';
 
 COMMENT ON FUNCTION fencing.claim_guard() IS
 	'Row trigger: refuse a completion whose token (a place of the new row, or fencing.token) is not the row''s claim stamp';
-
-CREATE FUNCTION fencing.claim_stampable()
-RETURNS trigger
-LANGUAGE C
-AS 'MODULE_PATHNAME', 'fencing_claim_stampable';
-
-COMMENT ON FUNCTION fencing.claim_stampable() IS
-	'Row trigger: refuse a row whose jsonb place (argument ''col->key'') could not take a claim stamp, at send';
 
 CREATE FUNCTION fencing.lease_force_release(name text)
 RETURNS boolean

@@ -114,7 +114,7 @@ def target_ratio(key, name, s, a, b, tgt, how, primary="rounds", mix=None, show=
 
 target_ratio("lease", "Lease cycle: fencing / plain SQL (TPS)", "S1", "fencing", "plain_sql",
              1.0, ">= 1.0x", mix=("S1", "notify_on"))
-target_ratio("check", "Fenced UPDATE: fence_check / fence < token", "S2", "a_check", "a_raw",
+target_ratio("check", "Fenced UPDATE: fence_allows / fence < token", "S2", "a_check", "a_raw",
              0.98, ">= 0.98x", primary="mixed", mix=("S2", "a"))
 target_ratio("guard", "fence_guard trigger: guarded / plain UPDATE", "S2", "b_guard", "b_plain",
              1 / 1.05, "overhead <= 5% (ratio >= 0.952)", primary="mixed", mix=("S2", "b"),
@@ -363,7 +363,7 @@ if runs["S2"]:
       f"{len(runs['S2']['a_check'])} rounds of {d['dur']:.0f} s, pairs back to back (A B, then B A).  "
       "synchronous_commit = off.")
     P("")
-    P("- a_check: `UPDATE bench_a SET v = v + 1, fence = :tok WHERE id = :id AND fencing.fence_check(fence, :tok)`")
+    P("- a_check: `UPDATE bench_a SET v = v + 1, fence = :tok WHERE id = :id AND fencing.fence_allows(fence, :tok)`")
     P("- a_raw: `UPDATE bench_a SET v = v + 1, fence = :tok WHERE id = :id AND fence < :tok`")
     P("- b_guard / b_plain: `UPDATE <t> SET v = v + 1, fence = :tok WHERE id = :id`, on a table with "
       "`BEFORE INSERT OR UPDATE OR DELETE ... FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard('fence')` / without")
@@ -491,7 +491,7 @@ if have_gnuplot and targets:
                     f.write("\t".join(str(x) for x in r) + "\n")
         def nice(n):
             return f"{n // 1000000}M" if n % 1000000 == 0 else (f"{n // 1000}k" if n % 1000 == 0 else str(n))
-        short = {"lease": "lease cycle\\nfencing / plain SQL", "check": "fence_check /\\nfence < token",
+        short = {"lease": "lease cycle\\nfencing / plain SQL", "check": "fence_allows /\\nfence < token",
                  "guard": "fence_guard /\\nno trigger",
                  "scale": f"lease cycle\\n{nice(hi_n)} / {nice(lo_n)} leases" if sizes else "",
                  "jq": "job queue\\nfenced / plain"}

@@ -14,7 +14,7 @@
 #   1 lease cycle (acquire + release, 1000 names, 8 clients): fencing,
 #     fencing with fencing.notify = on, PL/pgSQL (bench/plpgsql_lease.sql),
 #     plain SQL (bench/plain_lease.sql), pg_try_advisory_xact_lock
-#   2 resource side: fence_check vs fence < token, fence_guard trigger vs
+#   2 resource side: fence_allows vs fence < token, fence_guard trigger vs
 #     none, fence_advance vs SET fence = token (the former
 #     bench/run_resource.sh, with its interleaved "mixed" runs)
 #   3 job queue: examples/job_queue.sql vs bench/plain_queue.sql
@@ -347,7 +347,7 @@ write_scripts() {
 	local head='\set id random(0, :rows / :clients - 1) * :clients + :client_id + 1
 \set n :n + 1
 \set tok :base + :n'
-	printf '%s\n%s\n' "$head" 'UPDATE bench_a SET v = v + 1, fence = :tok WHERE id = :id AND fencing.fence_check(fence, :tok);' >"$S/res_a_check.sql"
+	printf '%s\n%s\n' "$head" 'UPDATE bench_a SET v = v + 1, fence = :tok WHERE id = :id AND fencing.fence_allows(fence, :tok);' >"$S/res_a_check.sql"
 	printf '%s\n%s\n' "$head" 'UPDATE bench_a SET v = v + 1, fence = :tok WHERE id = :id AND fence < :tok;' >"$S/res_a_raw.sql"
 	printf '%s\n%s\n' "$head" 'UPDATE bench_b_guard SET v = v + 1, fence = :tok WHERE id = :id;' >"$S/res_b_guard.sql"
 	printf '%s\n%s\n' "$head" 'UPDATE bench_b_plain SET v = v + 1, fence = :tok WHERE id = :id;' >"$S/res_b_plain.sql"

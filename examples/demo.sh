@@ -145,7 +145,7 @@ sess_sql() {
 # sess_write NAME CONTENT TOKEN: the fenced write; psql's command tag to $R
 sess_write() {
 	sess_sql "$1" "\\set QUIET off
-UPDATE demo.files SET content = '$2', fence = $3 WHERE id = 1 AND fencing.fence_check(fence, $3);
+UPDATE demo.files SET content = '$2', fence = $3 WHERE id = 1 AND fencing.fence_allows(fence, $3);
 \\set QUIET on"
 }
 
@@ -178,9 +178,9 @@ row 1.  The rule: only the holder of lease '$LEASE' may write.  A lease
 expires unless renewed.  Every write is conditional:
 
   UPDATE demo.files SET content = ..., fence = <my token>
-   WHERE id = 1 AND fencing.fence_check(fence, <my token>)
+   WHERE id = 1 AND fencing.fence_allows(fence, <my token>)
 
-fence_check is true only if the row was never written with a token
+fence_allows is true only if the row was never written with a token
 (fence IS NULL) or only with older ones (fence < my token).
 
 The story (seconds since the start on the left)
@@ -199,10 +199,10 @@ START=${EPOCHREALTIME/./}
 	[[ $tok =~ ^[0-9]+$ ]] || fail "A did not get the lease: $tok"
 	echo "$tok" >"$T/a.token"
 	say A "got the lease with token $tok"
-	sess_sql A "SELECT fencing.lease_check('$LEASE', $tok);"
+	sess_sql A "SELECT fencing.lease_lock('$LEASE', $tok);"
 	ok=$R
 	[ "$ok" = t ] || fail "A's fresh lease did not check out: $ok"
-	say A "checks the lease before writing: lease_check('$LEASE', $tok) = true"
+	say A "checks the lease before writing: lease_lock('$LEASE', $tok) = true"
 	say A "...and right then A's process stalls for $A_PAUSE seconds (think: a long"
 	say "" "garbage-collection pause, a frozen VM, a network stall).  It"
 	say "" "really sleeps; its session stays open.  It cannot renew the lease."
@@ -217,7 +217,7 @@ START=${EPOCHREALTIME/./}
 	say A "wakes up.  As far as A knows, nothing happened: it still has"
 	say "" "token $tok and believes it holds the lease, so it writes:"
 	say A "UPDATE demo.files SET content = 'report by A', fence = $tok"
-	say "" " WHERE id = 1 AND fencing.fence_check(fence, $tok)"
+	say "" " WHERE id = 1 AND fencing.fence_allows(fence, $tok)"
 	sess_write A 'report by A' "$tok"
 	tag=$R
 	[[ $tag =~ ^UPDATE\ ([0-9]+)$ ]] || fail "A's write failed: $tag"
@@ -260,7 +260,7 @@ say B "-> token $b_tok: A's lease expired ($A_TTL s without renewal), so B gets 
 [ "$b_tok" -gt "$a_tok" ] || fail "B's token $b_tok is not greater than A's $a_tok"
 
 say B "UPDATE demo.files SET content = 'report by B', fence = $b_tok"
-say "" " WHERE id = 1 AND fencing.fence_check(fence, $b_tok)"
+say "" " WHERE id = 1 AND fencing.fence_allows(fence, $b_tok)"
 sess_write B 'report by B' "$b_tok"
 tag=$R
 [ "$tag" = "UPDATE 1" ] || fail "B's write did not change exactly one row: $tag"
@@ -274,7 +274,7 @@ a_rows=$(cat "$T/a.rows")
 
 echo
 echo "A's write was REFUSED: the row was already written with token $b_tok."
-echo "fence_check(fence => $b_tok, token => $a_tok) is false: the row's fence $b_tok is"
+echo "fence_allows(fence => $b_tok, token => $a_tok) is false: the row's fence $b_tok is"
 echo "not below A's token $a_tok.  So A's UPDATE matched no row and changed nothing."
 echo "A learns from the 0 that its lease is gone and should drop its work."
 
@@ -297,7 +297,7 @@ Why this matters
 A did everything "right": it held a lease and even checked it before
 writing.  The pause came after the check, and no TTL can rule out a pause.
 Only the resource can tell a stale writer apart: it compares the writer's
-token with the newest one it has seen.  Without the fence_check condition,
+token with the newest one it has seen.  Without the fence_allows condition,
 A's UPDATE would have silently overwritten B's work.
 
 demo.sh: OK, the story went as expected.

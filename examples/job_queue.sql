@@ -152,8 +152,8 @@ DECLARE
 	cur_state	text;
 	cur_fence	bigint;
 BEGIN
-	-- a NULL or non-positive token was never issued: fence_check raises
-	PERFORM fencing.fence_check(NULL, lock_claim.token);
+	-- a NULL or non-positive token was never issued: fence_allows raises
+	PERFORM fencing.fence_allows(NULL, lock_claim.token);
 
 	-- Lock the job.  If another worker's reclaim of it is in flight, this
 	-- waits until that commits and then reads the row it wrote: the

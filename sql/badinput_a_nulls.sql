@@ -2,8 +2,8 @@
 -- Bad input (a): NULL in each argument of each function.
 --
 -- A NULL argument is an error (22004) raised before anything changes,
--- with one deliberate exception: the fence argument of fence_check,
--- fence_allows and fence_advance, where NULL means "never written with a
+-- with one deliberate exception: the fence argument of fence_allows
+-- and fence_advance, where NULL means "never written with a
 -- token".  next_token() takes no argument.  fence_guard's
 -- arguments are trigger arguments, which cannot be NULL: NULL in CREATE
 -- TRIGGER is the string 'null'.
@@ -35,9 +35,9 @@ SELECT q, r.* FROM (VALUES
 	($$SELECT fencing.lease_release(NULL, pg_temp.tok())$$),
 	($$SELECT fencing.lease_release('bi_a', NULL)$$),
 	($$SELECT fencing.lease_release(NULL, NULL)$$),
-	($$SELECT fencing.lease_check(NULL, pg_temp.tok())$$),
-	($$SELECT fencing.lease_check('bi_a', NULL)$$),
-	($$SELECT fencing.lease_check(NULL, NULL)$$)
+	($$SELECT fencing.lease_lock(NULL, pg_temp.tok())$$),
+	($$SELECT fencing.lease_lock('bi_a', NULL)$$),
+	($$SELECT fencing.lease_lock(NULL, NULL)$$)
   ) AS v(q), LATERAL pg_temp.run(q) AS r;
 
 -- the admin functions (as a superuser, so the argument is what fails)
@@ -49,12 +49,12 @@ SELECT q, r.* FROM (VALUES
 
 -- the resource side: NULL fence is "never written", NULL token an error
 SELECT q, r.* FROM (VALUES
-	($$SELECT fencing.fence_check(NULL, 5)$$),
-	($$SELECT fencing.fence_check(5, NULL)$$),
-	($$SELECT fencing.fence_check(NULL, NULL)$$),
 	($$SELECT fencing.fence_allows(NULL, 5)$$),
 	($$SELECT fencing.fence_allows(5, NULL)$$),
 	($$SELECT fencing.fence_allows(NULL, NULL)$$),
+	($$SELECT fencing.fence_allows(NULL, 5, true)$$),
+	($$SELECT fencing.fence_allows(5, NULL, true)$$),
+	($$SELECT fencing.fence_allows(NULL, NULL, true)$$),
 	($$SELECT fencing.fence_advance(NULL, 5)$$),
 	($$SELECT fencing.fence_advance(5, NULL)$$),
 	($$SELECT fencing.fence_advance(NULL, NULL)$$),
@@ -72,9 +72,9 @@ INSERT INTO bi_a_rows VALUES (1, NULL, 'never written'), (2, 7, 'written by 7');
 CREATE OR REPLACE FUNCTION pg_temp.resource() RETURNS text
 LANGUAGE sql AS $$ SELECT string_agg(t::text, ' ' ORDER BY t.id) FROM public.bi_a_rows AS t $$;
 SELECT q, r.* FROM (VALUES
-	($$UPDATE bi_a_rows SET note = 'x' WHERE fencing.fence_check(fence, NULL) RETURNING id$$),
+	($$UPDATE bi_a_rows SET note = 'x' WHERE fencing.fence_allows(fence, NULL) RETURNING id$$),
 	($$UPDATE bi_a_rows SET note = 'x', fence = fencing.fence_advance(fence, NULL) RETURNING id$$),
-	($$UPDATE bi_a_rows SET note = 'x' WHERE fencing.fence_allows(fence, NULL::bigint) RETURNING id$$)
+	($$UPDATE bi_a_rows SET note = 'x' WHERE fencing.fence_allows(fence, NULL::bigint, true) RETURNING id$$)
   ) AS v(q), LATERAL pg_temp.run(q) AS r;
 
 -- fence_guard: NULL in CREATE TRIGGER is the argument 'null', a column that
@@ -111,7 +111,7 @@ SELECT fencing.lease_renew('bi_a', NULL, '1 min');
 -- alice's lease is untouched and live
 SELECT name, holder, state, acquires, renewals, releases
   FROM fencing.lease_status WHERE name LIKE 'bi\_a%' ORDER BY name;
-SELECT fencing.lease_check('bi_a', pg_temp.tok()) AS still_live;
+SELECT fencing.lease_lock('bi_a', pg_temp.tok()) AS still_live;
 SELECT * FROM bi_a_rows ORDER BY id;
 
 -- every case, and any that changed something it should not have

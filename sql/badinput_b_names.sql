@@ -20,19 +20,19 @@ SELECT q, r.* FROM (VALUES
 	($$SELECT fencing.lease_acquire('bi_b', '', '1 min')$$),
 	($$SELECT fencing.lease_renew('', 1, '1 min')$$),
 	($$SELECT fencing.lease_release('', 1)$$),
-	($$SELECT fencing.lease_check('', 1)$$),
+	($$SELECT fencing.lease_lock('', 1)$$),
 	($$SELECT fencing.lease_force_release('')$$),
 	($$SELECT fencing.lease_acquire(repeat('n', 257), 'bob', '1 min')$$),
 	($$SELECT fencing.lease_acquire('bi_b', repeat('h', 257), '1 min')$$),
 	($$SELECT fencing.lease_renew(repeat('n', 257), 1, '1 min')$$),
 	($$SELECT fencing.lease_release(repeat('n', 257), 1)$$),
-	($$SELECT fencing.lease_check(repeat('n', 257), 1)$$),
+	($$SELECT fencing.lease_lock(repeat('n', 257), 1)$$),
 	($$SELECT fencing.lease_force_release(repeat('n', 257))$$),
 	($$SELECT fencing.lease_acquire(repeat('n', 10240), 'bob', '1 min')$$),
 	($$SELECT fencing.lease_acquire('bi_b', repeat('h', 10240), '1 min')$$),
 	($$SELECT fencing.lease_renew(repeat('n', 10240), 1, '1 min')$$),
 	($$SELECT fencing.lease_release(repeat('n', 10240), 1)$$),
-	($$SELECT fencing.lease_check(repeat('n', 10240), 1)$$),
+	($$SELECT fencing.lease_lock(repeat('n', 10240), 1)$$),
 	($$SELECT fencing.lease_force_release(repeat('n', 10240))$$),
 	($$SELECT fencing.lease_acquire(repeat('n', 1048576), repeat('h', 1048576), '1 min')$$),
 	($$SELECT fencing.lease_acquire(repeat('x', 255) || 'é', 'bob', '1 min')$$),
@@ -56,7 +56,7 @@ SELECT q, r.* FROM (VALUES
 	($$SELECT fencing.lease_acquire(repeat(chr(128274), 64), repeat('€', 85) || 'x', '1 min') > 0$$),
 	($$SELECT fencing.lease_acquire(repeat('n', 256), repeat('h', 256), '1 min') > 0$$),
 	($$SELECT fencing.lease_renew(repeat('n', 256), pg_temp.tok(repeat('n', 256)), '2 min')$$),
-	($$SELECT fencing.lease_check(repeat('n', 256), pg_temp.tok(repeat('n', 256)))$$),
+	($$SELECT fencing.lease_lock(repeat('n', 256), pg_temp.tok(repeat('n', 256)))$$),
 	($$SELECT fencing.lease_release(repeat('n', 256), pg_temp.tok(repeat('n', 256)))$$)
   ) AS v(q), LATERAL pg_temp.run(q) AS r;
 SELECT octet_length(name) AS name_bytes, char_length(name) AS name_chars,
@@ -90,7 +90,7 @@ SELECT label, r.* FROM odd,
 							   name, 'holder ' || label, '10 min')) AS r;
 -- each is its own lease, stored byte for byte, and works through its life
 SELECT o.label, octet_length(o.name) AS bytes, l.name = o.name AS same_bytes,
-	   l.state, fencing.lease_check(o.name, l.token) AS checked,
+	   l.state, fencing.lease_lock(o.name, l.token) AS checked,
 	   fencing.lease_renew(o.name, l.token, '5 min') AS renewed
   FROM odd AS o JOIN fencing.lease_status AS l USING (name)
  ORDER BY o.label COLLATE "C";
@@ -139,7 +139,7 @@ SELECT (SELECT string_agg('U+' || upper(lpad(to_hex(ascii(c)), 4, '0')), ' ')
  ORDER BY octet_length(name), name COLLATE "C";
 
 -- the first lease is untouched and live
-SELECT fencing.lease_check('bi_b', pg_temp.tok('bi_b')) AS bi_b_live;
+SELECT fencing.lease_lock('bi_b', pg_temp.tok('bi_b')) AS bi_b_live;
 
 -- every case, and any refused case that changed something (a refused
 -- stale write moves the stale-write counter: that is what it counts)

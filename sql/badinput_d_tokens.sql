@@ -5,7 +5,7 @@
 -- errors (22023, 22004), because no such token is ever issued and a quiet
 -- "false" or "0 rows" would hide a client bug.  A positive token that is
 -- not the lease's current one -- never issued, bigint max, stale, or
--- another lease's -- is simply not current: renew, release and check
+-- another lease's -- is simply not current: renew, release and lock
 -- return false.  The fence of a row is not an argument to validate: any
 -- value, even a negative one, compares.  advance_tokens(floor) takes any
 -- floor >= 0 and never moves tokens backwards.
@@ -27,7 +27,7 @@ LANGUAGE sql AS $$ SELECT token FROM fencing.leases WHERE name = lease $$;
 CREATE FUNCTION pg_temp.unissued() RETURNS bigint
 LANGUAGE sql AS $$ SELECT last_value + 1000000 FROM fencing.token_seq $$;
 
--- renew, release and check: invalid tokens are errors, other wrong
+-- renew, release and lock: invalid tokens are errors, other wrong
 -- tokens are "false"; the lease is never touched
 SELECT q, r.* FROM (VALUES
 	($$SELECT fencing.lease_renew('bi_d', 0, '1 min')$$),
@@ -45,13 +45,13 @@ SELECT q, r.* FROM (VALUES
 	($$SELECT fencing.lease_release('bi_d', pg_temp.unissued())$$),
 	($$SELECT fencing.lease_release('bi_d', 9223372036854775807)$$),
 	($$SELECT fencing.lease_release('bi_d', pg_temp.tok('bi_d_other'))$$),
-	($$SELECT fencing.lease_check('bi_d', 0)$$),
-	($$SELECT fencing.lease_check('bi_d', -1)$$),
-	($$SELECT fencing.lease_check('bi_d', -9223372036854775808)$$),
-	($$SELECT fencing.lease_check('bi_d', NULL)$$),
-	($$SELECT fencing.lease_check('bi_d', pg_temp.unissued())$$),
-	($$SELECT fencing.lease_check('bi_d', 9223372036854775807)$$),
-	($$SELECT fencing.lease_check('bi_d', pg_temp.tok('bi_d_other'))$$)
+	($$SELECT fencing.lease_lock('bi_d', 0)$$),
+	($$SELECT fencing.lease_lock('bi_d', -1)$$),
+	($$SELECT fencing.lease_lock('bi_d', -9223372036854775808)$$),
+	($$SELECT fencing.lease_lock('bi_d', NULL)$$),
+	($$SELECT fencing.lease_lock('bi_d', pg_temp.unissued())$$),
+	($$SELECT fencing.lease_lock('bi_d', 9223372036854775807)$$),
+	($$SELECT fencing.lease_lock('bi_d', pg_temp.tok('bi_d_other'))$$)
   ) AS v(q), LATERAL pg_temp.run(q) AS r;
 
 -- a stale token, after alice re-acquired: false everywhere, the new one true
@@ -61,27 +61,27 @@ SELECT :t_new > t_old AS reacquired FROM saved;
 SELECT q, r.* FROM (VALUES
 	($$SELECT fencing.lease_renew('bi_d', (SELECT t_old FROM saved), '1 min')$$),
 	($$SELECT fencing.lease_release('bi_d', (SELECT t_old FROM saved))$$),
-	($$SELECT fencing.lease_check('bi_d', (SELECT t_old FROM saved))$$)
+	($$SELECT fencing.lease_lock('bi_d', (SELECT t_old FROM saved))$$)
   ) AS v(q), LATERAL pg_temp.run(q) AS r;
-SELECT fencing.lease_check('bi_d', :t_new) AS current_token_checks;
+SELECT fencing.lease_lock('bi_d', :t_new) AS current_token_checks;
 
 -- the resource side: tokens must be positive; fences compare as they are
 SELECT q, r.* FROM (VALUES
-	($$SELECT fencing.fence_check(1, 0)$$),
-	($$SELECT fencing.fence_check(NULL, -1)$$),
-	($$SELECT fencing.fence_check(-5, -9223372036854775808)$$),
-	($$SELECT fencing.fence_check(1, NULL)$$),
-	($$SELECT fencing.fence_check(-5, 1)$$),
-	($$SELECT fencing.fence_check(0, 1)$$),
-	($$SELECT fencing.fence_check(-9223372036854775808, 1)$$),
-	($$SELECT fencing.fence_check(9223372036854775806, 9223372036854775807)$$),
-	($$SELECT fencing.fence_check(9223372036854775807, 9223372036854775807)$$),
-	($$SELECT fencing.fence_check(NULL, 9223372036854775807)$$),
 	($$SELECT fencing.fence_allows(1, 0)$$),
 	($$SELECT fencing.fence_allows(NULL, -1)$$),
+	($$SELECT fencing.fence_allows(-5, -9223372036854775808)$$),
 	($$SELECT fencing.fence_allows(1, NULL)$$),
+	($$SELECT fencing.fence_allows(-5, 1)$$),
+	($$SELECT fencing.fence_allows(0, 1)$$),
+	($$SELECT fencing.fence_allows(-9223372036854775808, 1)$$),
+	($$SELECT fencing.fence_allows(9223372036854775806, 9223372036854775807)$$),
 	($$SELECT fencing.fence_allows(9223372036854775807, 9223372036854775807)$$),
-	($$SELECT fencing.fence_allows(9223372036854775807, 9223372036854775806)$$),
+	($$SELECT fencing.fence_allows(NULL, 9223372036854775807)$$),
+	($$SELECT fencing.fence_allows(1, 0, true)$$),
+	($$SELECT fencing.fence_allows(NULL, -1, true)$$),
+	($$SELECT fencing.fence_allows(1, NULL, true)$$),
+	($$SELECT fencing.fence_allows(9223372036854775807, 9223372036854775807, true)$$),
+	($$SELECT fencing.fence_allows(9223372036854775807, 9223372036854775806, true)$$),
 	($$SELECT fencing.fence_advance(1, 0)$$),
 	($$SELECT fencing.fence_advance(NULL, -1)$$),
 	($$SELECT fencing.fence_advance(1, -9223372036854775808)$$),
@@ -133,7 +133,7 @@ SELECT q, r.* FROM (VALUES
 -- alice's lease: only the re-acquire touched it
 SELECT name, holder, state, acquires, renewals, releases
   FROM fencing.lease_status WHERE name LIKE 'bi\_d%' ORDER BY name;
-SELECT fencing.lease_check('bi_d', :t_new) AS bi_d_live;
+SELECT fencing.lease_lock('bi_d', :t_new) AS bi_d_live;
 
 SELECT last_value AS regress_cases FROM pg_temp.case_seq \gset
 \i sql/include/case_summary.sql
@@ -163,7 +163,7 @@ SELECT q, r.result FROM (VALUES
   ) AS v(q), LATERAL pg_temp.run(q) AS r;
 -- the lease and its token are still good: renew needs no new token
 SELECT fencing.lease_renew('bi_d_top', :t_top, '1 min') AS renewed,
-	   fencing.lease_check('bi_d_top', :t_top) AS checked;
+	   fencing.lease_lock('bi_d_top', :t_top) AS checked;
 SELECT last_value AS scratch_cases FROM pg_temp.case_seq \gset
 \c :regress_db
 DROP DATABASE regress_fencing_exhausted;

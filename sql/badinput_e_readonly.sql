@@ -4,9 +4,9 @@
 -- Every function that issues a token or writes a lease row refuses to run
 -- in a read-only transaction (25006), whatever made it read-only: BEGIN
 -- READ ONLY, SET TRANSACTION READ ONLY, default_transaction_read_only.
--- lease_check is one of them, since it share-locks the lease row; a
+-- lease_lock is one of them, since it share-locks the lease row; a
 -- waiting lease_acquire fails at once instead of waiting.  The predicates
--- (fence_check, fence_allows, fence_advance, expect_rows), the views and
+-- (fence_allows, fence_advance, expect_rows), the views and
 -- fence_guard on a temporary table work; a stale write is still refused
 -- (LF001) but not counted, since counting would need a write.
 -- (A hot standby is read-only too: t/050_standby_calls.pl.)
@@ -43,9 +43,9 @@ SELECT q, r.* FROM (VALUES
 	($$SELECT fencing.lease_renew('bi_e', pg_temp.tok('bi_e') + 1000000, '1 min')$$),
 	($$SELECT fencing.lease_release('bi_e', pg_temp.tok('bi_e'))$$),
 	($$SELECT fencing.lease_release('bi_e_free', pg_temp.tok('bi_e_free'))$$),
-	($$SELECT fencing.lease_check('bi_e', pg_temp.tok('bi_e'))$$),
-	($$SELECT fencing.lease_check('bi_e', pg_temp.tok('bi_e') + 1000000)$$),
-	($$SELECT fencing.lease_check('bi_e_none', 1)$$),
+	($$SELECT fencing.lease_lock('bi_e', pg_temp.tok('bi_e'))$$),
+	($$SELECT fencing.lease_lock('bi_e', pg_temp.tok('bi_e') + 1000000)$$),
+	($$SELECT fencing.lease_lock('bi_e_none', 1)$$),
 	($$SELECT fencing.lease_force_release('bi_e')$$),
 	($$SELECT fencing.lease_purge('0')$$),
 	($$SELECT fencing.advance_tokens(0)$$)
@@ -55,9 +55,9 @@ SELECT clock_timestamp() - :'t0' < interval '4 s' AS did_not_wait;
 
 -- what works in a read-only transaction
 SELECT q, r.* FROM (VALUES
-	($$SELECT fencing.fence_check(7, 8)$$),
-	($$SELECT fencing.fence_check(8, 7)$$),
-	($$SELECT fencing.fence_allows(7, 7)$$),
+	($$SELECT fencing.fence_allows(7, 8)$$),
+	($$SELECT fencing.fence_allows(8, 7)$$),
+	($$SELECT fencing.fence_allows(7, 7, true)$$),
 	($$SELECT fencing.fence_advance(7, 8)$$),
 	($$SELECT fencing.fence_advance(8, 7)$$),
 	($$SELECT fencing.expect_rows(1)$$),
@@ -78,7 +78,7 @@ BEGIN;
 SET TRANSACTION READ ONLY;
 SELECT q, r.* FROM (VALUES
 	($$SELECT fencing.lease_acquire('bi_e', 'alice', '1 min')$$),
-	($$SELECT fencing.lease_check('bi_e', pg_temp.tok('bi_e'))$$),
+	($$SELECT fencing.lease_lock('bi_e', pg_temp.tok('bi_e'))$$),
 	($$SELECT fencing.next_token()$$)
   ) AS v(q), LATERAL pg_temp.run(q) AS r;
 COMMIT;
@@ -91,14 +91,14 @@ SELECT q, r.* FROM (VALUES
 RESET default_transaction_read_only;
 BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY DEFERRABLE;
 SELECT q, r.* FROM (VALUES
-	($$SELECT fencing.lease_check('bi_e', pg_temp.tok('bi_e'))$$),
+	($$SELECT fencing.lease_lock('bi_e', pg_temp.tok('bi_e'))$$),
 	($$SELECT fencing.lease_acquire('bi_e', 'alice', '1 min')$$)
   ) AS v(q), LATERAL pg_temp.run(q) AS r;
 COMMIT;
 
 -- as a client sees it
 BEGIN READ ONLY;
-SELECT fencing.lease_check('bi_e', pg_temp.tok('bi_e'));
+SELECT fencing.lease_lock('bi_e', pg_temp.tok('bi_e'));
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
 BEGIN READ ONLY;
@@ -109,7 +109,7 @@ ROLLBACK;
 -- a read-write transaction afterwards: all works, the lease was untouched
 SELECT name, holder, state, acquires, renewals, releases
   FROM fencing.lease_status WHERE name LIKE 'bi\_e%' ORDER BY name;
-SELECT fencing.lease_check('bi_e', pg_temp.tok('bi_e')) AS checked,
+SELECT fencing.lease_lock('bi_e', pg_temp.tok('bi_e')) AS checked,
 	   fencing.lease_renew('bi_e', pg_temp.tok('bi_e'), '5 min') AS renewed;
 SELECT * FROM bi_e_rows ORDER BY id;
 

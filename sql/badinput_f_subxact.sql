@@ -6,7 +6,7 @@
 -- like any other row change.  Tokens come from a sequence, which does not
 -- roll back: the only trace is a gap, and the rolled-back token is never
 -- valid -- it is never current for any lease, and never issued again.
--- Caution: the row lock taken by lease_check is released with the
+-- Caution: the row lock taken by lease_lock is released with the
 -- subtransaction that took it; check again after ROLLBACK TO.
 \i sql/include/case_harness.sql
 
@@ -36,11 +36,11 @@ SELECT pg_temp.check('the next token is larger than the rolled-back one', :t_nex
 SELECT pg_temp.check('the rolled-back token does not renew',
 					 NOT fencing.lease_renew('bi_f_new', :t_rb, '1 min'));
 SELECT pg_temp.check('the rolled-back token does not check',
-					 NOT fencing.lease_check('bi_f_new', :t_rb));
+					 NOT fencing.lease_lock('bi_f_new', :t_rb));
 SELECT pg_temp.check('the rolled-back token does not release',
 					 NOT fencing.lease_release('bi_f_new', :t_rb));
 SELECT pg_temp.check('bob holds the lease with the next token',
-					 fencing.lease_check('bi_f_new', :t_next));
+					 fencing.lease_lock('bi_f_new', :t_next));
 
 -- 2. re-acquire by the holder, rolled back: the old token stays current
 SELECT fencing.lease_acquire('bi_f_re', 'alice', '10 min') AS t_a \gset
@@ -53,9 +53,9 @@ SELECT pg_temp.check('rolled-back re-acquire: the row is as before',
 					 pg_temp.lease('bi_f_re') = :'row_before');
 COMMIT;
 SELECT pg_temp.check('rolled-back re-acquire: the old token is still current',
-					 fencing.lease_check('bi_f_re', :t_a));
+					 fencing.lease_lock('bi_f_re', :t_a));
 SELECT pg_temp.check('rolled-back re-acquire: its token is not',
-					 NOT fencing.lease_check('bi_f_re', :t_b));
+					 NOT fencing.lease_lock('bi_f_re', :t_b));
 
 -- 3. takeover of an expired lease by another holder, rolled back
 SELECT fencing.lease_acquire('bi_f_take', 'alice', '0.2 s') AS t_alice \gset
@@ -72,7 +72,7 @@ COMMIT;
 SELECT holder, state, holder_changes, expired_takeovers
   FROM fencing.lease_status WHERE name = 'bi_f_take';
 SELECT pg_temp.check('rolled-back takeover: bob''s token is not current',
-					 NOT fencing.lease_check('bi_f_take', :t_bob));
+					 NOT fencing.lease_lock('bi_f_take', :t_bob));
 
 -- 4. renew, rolled back: the expiry is as before
 SELECT fencing.lease_acquire('bi_f_renew', 'alice', '1 min') AS t_r \gset
@@ -98,7 +98,7 @@ ROLLBACK TO s;
 SELECT pg_temp.check('rolled-back release (and bob''s acquire): row as before',
 					 pg_temp.lease('bi_f_renew') = :'row_before');
 SELECT pg_temp.check('rolled-back release: the token is current in the same transaction',
-					 fencing.lease_check('bi_f_renew', :t_r));
+					 fencing.lease_lock('bi_f_renew', :t_r));
 COMMIT;
 SELECT pg_temp.check('rolled-back release: bob cannot take it',
 					 fencing.lease_acquire('bi_f_renew', 'bob', '1 min') IS NULL);

@@ -149,7 +149,7 @@ SELECT q, r.* FROM (VALUES
 	($$SELECT fencing.fence_guard()$$),
 	($$CREATE TRIGGER wrong BEFORE TRUNCATE ON bi_g FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard('fence')$$),
 	($$CREATE TRIGGER wrong BEFORE UPDATE ON bi_g FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard(fence)$$),
-	($$CREATE TRIGGER wrong BEFORE UPDATE ON bi_g FOR EACH ROW EXECUTE FUNCTION fencing.fence_check('fence')$$)
+	($$CREATE TRIGGER wrong BEFORE UPDATE ON bi_g FOR EACH ROW EXECUTE FUNCTION fencing.fence_allows('fence')$$)
   ) AS v(q), LATERAL pg_temp.run(q) AS r;
 -- (an unquoted argument is a string too: fence_guard(fence) is right)
 SELECT tgname, encode(tgargs, 'escape') AS tgargs FROM pg_trigger

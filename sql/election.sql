@@ -39,7 +39,7 @@ SELECT name, kind, slots, holder, value, state FROM fencing.lease_status WHERE n
 -- leadership is a lease: renewed and checked with the lease functions;
 -- the leader's token fences its writes
 SELECT fencing.lease_renew('el_a', :t1, '2 min') AS renewed,
-	   fencing.lease_check('el_a', :t1) AS checked;
+	   fencing.lease_lock('el_a', :t1) AS checked;
 CREATE TABLE el_res (id int PRIMARY KEY, v text, fence bigint);
 INSERT INTO el_res VALUES (1, 'none', NULL);
 UPDATE el_res SET v = 'by node-1', fence = fencing.fence_advance(fence, :t1) WHERE id = 1;

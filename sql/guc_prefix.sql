@@ -4,7 +4,7 @@
 -- the extension's own check): a misspelt name is an error, never a
 -- placeholder that fence_guard would not read.
 --
-SELECT fencing.fence_check(2, 1) IS NOT NULL AS library_loaded;
+SELECT fencing.fence_allows(2, 1) IS NOT NULL AS library_loaded;
 SET fencing.tokens = '33';
 \echo :SQLSTATE
 SET fencing.Tokens TO '33';

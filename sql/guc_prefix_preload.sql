@@ -9,7 +9,7 @@
 SET fencing.tkn = '33';
 \echo :SQLSTATE
 -- the first fencing call loads the library
-SELECT fencing.fence_check(2, 1) IS NOT NULL AS loaded;
+SELECT fencing.fence_allows(2, 1) IS NOT NULL AS loaded;
 SHOW fencing.tkn;
 \echo :SQLSTATE
 CREATE TABLE guc_preload_t (id int PRIMARY KEY, v text, fence bigint);

@@ -15,7 +15,7 @@ SELECT fencing.lease_acquire('acq', 'alice', '10 s') AS t1 \gset
 SELECT :t1 > 0 AS issued;
 SELECT holder, token = :t1 AS current, state, holder_changes
   FROM fencing.lease_status WHERE name = 'acq';
-SELECT fencing.lease_check('acq', :t1) AS t1_live;
+SELECT fencing.lease_lock('acq', :t1) AS t1_live;
 
 -- another holder is refused while the lease stands, and nothing changes:
 -- no row is touched and no token is spent
@@ -27,16 +27,16 @@ SELECT fencing.lease_acquire('acq', 'Alice', '10 s') IS NULL AS holders_are_case
 SELECT fencing.lease_acquire('acq', 'alice ', '10 s') IS NULL AS trailing_space_is_another_holder;
 SELECT pg_temp.lease_row('acq') = :'row_before' AS row_unchanged;
 SELECT fencing.next_token() = :n1 + 1 AS no_token_spent;
-SELECT fencing.lease_check('acq', :t1) AS t1_still_live;
+SELECT fencing.lease_lock('acq', :t1) AS t1_still_live;
 
 -- re-acquire by the same holder: always a new, larger token; the old one
--- is stale for renew, release and check from then on
+-- is stale for renew, release and lock from then on
 SELECT fencing.lease_acquire('acq', 'alice', '10 s') AS t2 \gset
 SELECT :t2 > :t1 AS t2_larger, :t2 > :n1 AS t2_above_earlier_tokens;
-SELECT fencing.lease_check('acq', :t1) AS t1_check,
+SELECT fencing.lease_lock('acq', :t1) AS t1_check,
 	   fencing.lease_renew('acq', :t1, '10 s') AS t1_renew,
 	   fencing.lease_release('acq', :t1) AS t1_release;
-SELECT fencing.lease_check('acq', :t2) AS t2_check;
+SELECT fencing.lease_lock('acq', :t2) AS t2_check;
 SELECT holder, token = :t2 AS current, state, holder_changes
   FROM fencing.lease_status WHERE name = 'acq';
 
@@ -44,7 +44,7 @@ SELECT holder, token = :t2 AS current, state, holder_changes
 SELECT fencing.lease_acquire('acq', 'alice', '10 s') AS t3 \gset
 SELECT fencing.lease_acquire('acq', 'alice', '10 s') AS t4 \gset
 SELECT :t2 < :t3 AND :t3 < :t4 AS strictly_increasing;
-SELECT fencing.lease_check('acq', :t3) AS t3_check, fencing.lease_check('acq', :t4) AS t4_check;
+SELECT fencing.lease_lock('acq', :t3) AS t3_check, fencing.lease_lock('acq', :t4) AS t4_check;
 
 -- released: free at once for another holder, with a larger token
 SELECT fencing.lease_release('acq', :t4) AS released;
@@ -52,21 +52,21 @@ SELECT fencing.lease_acquire('acq', 'bob', '10 s') AS t5 \gset
 SELECT :t5 > :t4 AS t5_larger;
 SELECT holder, token = :t5 AS current, state, holder_changes
   FROM fencing.lease_status WHERE name = 'acq';
-SELECT fencing.lease_check('acq', :t4) AS alice_stale, fencing.lease_check('acq', :t5) AS bob_live;
+SELECT fencing.lease_lock('acq', :t4) AS alice_stale, fencing.lease_lock('acq', :t5) AS bob_live;
 SELECT fencing.lease_acquire('acq', 'alice', '10 s') IS NULL AS alice_refused_now;
 
 -- released, then taken again by the same holder
 SELECT fencing.lease_release('acq', :t5) AS released;
 SELECT fencing.lease_acquire('acq', 'bob', '10 s') AS t6 \gset
-SELECT :t6 > :t5 AS t6_larger, fencing.lease_check('acq', :t6) AS t6_live;
+SELECT :t6 > :t5 AS t6_larger, fencing.lease_lock('acq', :t6) AS t6_live;
 
 -- leases are independent of each other; a token belongs to one lease only
 SELECT fencing.lease_acquire('acq_other', 'alice', '10 s') AS o1 \gset
 SELECT :o1 > :t6 AS o1_larger;
-SELECT fencing.lease_check('acq_other', :o1) AS o1_live,
-	   fencing.lease_check('acq', :o1) AS o1_not_for_acq,
-	   fencing.lease_check('acq_other', :t6) AS t6_not_for_other;
-SELECT fencing.lease_check('acq', :t6) AS t6_still_live;
+SELECT fencing.lease_lock('acq_other', :o1) AS o1_live,
+	   fencing.lease_lock('acq', :o1) AS o1_not_for_acq,
+	   fencing.lease_lock('acq_other', :t6) AS t6_not_for_other;
+SELECT fencing.lease_lock('acq', :t6) AS t6_still_live;
 
 -- the wait argument: default, zero and named notation
 SELECT fencing.lease_acquire('acq_wait', 'carol', '1 min', '0') IS NOT NULL AS wait_zero;

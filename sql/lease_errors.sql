@@ -81,15 +81,15 @@ SELECT q, pg_temp.try(q) AS result
 	($$SELECT fencing.lease_release('err', -42)$$)
   ) AS v(q);
 
--- lease_check
+-- lease_lock
 SELECT q, pg_temp.try(q) AS result
   FROM (VALUES
-	($$SELECT fencing.lease_check(NULL, pg_temp.te())$$),
-	($$SELECT fencing.lease_check('err', NULL)$$),
-	($$SELECT fencing.lease_check('', pg_temp.te())$$),
-	($$SELECT fencing.lease_check(repeat('n', 257), pg_temp.te())$$),
-	($$SELECT fencing.lease_check('err', 0)$$),
-	($$SELECT fencing.lease_check('err', -1)$$)
+	($$SELECT fencing.lease_lock(NULL, pg_temp.te())$$),
+	($$SELECT fencing.lease_lock('err', NULL)$$),
+	($$SELECT fencing.lease_lock('', pg_temp.te())$$),
+	($$SELECT fencing.lease_lock(repeat('n', 257), pg_temp.te())$$),
+	($$SELECT fencing.lease_lock('err', 0)$$),
+	($$SELECT fencing.lease_lock('err', -1)$$)
   ) AS v(q);
 
 -- the messages and details as a client sees them
@@ -102,7 +102,7 @@ SELECT fencing.lease_acquire('never', 'bob', '1 min', '2 days');
 SELECT pg_temp.all_leases() = :'leases_before' AS leases_unchanged;
 SELECT count(*) AS never_rows FROM fencing.leases WHERE name = 'never';
 SELECT fencing.next_token() = :n0 + 1 AS no_token_spent;
-SELECT fencing.lease_check('err', :te) AS te_still_live;
+SELECT fencing.lease_lock('err', :te) AS te_still_live;
 
 -- 256 bytes is the limit, counted in bytes, not characters
 SELECT octet_length(repeat('é', 128)) AS bytes_128_e_acute;
@@ -122,9 +122,9 @@ SELECT q, pg_temp.try(q) AS result
 	($$SELECT fencing.lease_renew('err', pg_temp.te(), '1 min')$$),
 	($$SELECT fencing.lease_renew('err', pg_temp.te() + 1000, '1 min')$$),
 	($$SELECT fencing.lease_release('err', pg_temp.te())$$),
-	($$SELECT fencing.lease_check('err', pg_temp.te())$$),
+	($$SELECT fencing.lease_lock('err', pg_temp.te())$$),
 	($$SELECT fencing.next_token()$$),
-	($$SELECT fencing.fence_check(1, pg_temp.te())$$)
+	($$SELECT fencing.fence_allows(1, pg_temp.te())$$)
   ) AS v(q);
 COMMIT;
 -- and plainly, the SQLSTATE as a client sees it
@@ -139,7 +139,7 @@ SELECT fencing.lease_renew('err', :te, '1 min');
 RESET default_transaction_read_only;
 SELECT pg_temp.all_leases() = :'leases_before' AS leases_unchanged;
 SELECT count(*) AS ro_new_rows FROM fencing.leases WHERE name = 'ro_new';
-SELECT fencing.lease_check('err', :te) AS te_still_live;
+SELECT fencing.lease_lock('err', :te) AS te_still_live;
 
 -- the install-time entry point refuses to run outside CREATE EXTENSION
 SELECT fencing.next_token() AS n1 \gset

@@ -13,7 +13,7 @@ SELECT current_user;
 -- the whole lease life cycle works
 SELECT fencing.lease_acquire('priv', 'app-1', '10 min') AS t1 \gset
 SELECT :t1 > :t_super AS issued;
-SELECT fencing.lease_check('priv', :t1) AS checked;
+SELECT fencing.lease_lock('priv', :t1) AS checked;
 SELECT fencing.lease_renew('priv', :t1, '20 min') AS renewed;
 SELECT fencing.lease_acquire('priv', 'app-1', '10 min') AS t2 \gset
 SELECT :t2 > :t1 AS reacquired;
@@ -26,7 +26,7 @@ SELECT fencing.lease_release('priv', :t2) AS released;
 SELECT name, holder, holder_role, state FROM fencing.lease_status WHERE name = 'priv';
 SELECT fencing.lease_acquire('priv', 'app-2', '10 min') AS t3 \gset
 SELECT :t3 > :t2 AS taken_after_release;
-SELECT fencing.fence_check(:t2, :t3) AS fence_ok;
+SELECT fencing.fence_allows(:t2, :t3) AS fence_ok;
 
 -- direct access to the table and the sequences is denied
 SELECT q, pg_temp.try(q) AS result
@@ -66,7 +66,7 @@ SELECT name, holder, holder_role, token = :t3 AS current, state
   FROM fencing.lease_status WHERE name = 'priv';
 SELECT count(*) AS forged FROM fencing.leases WHERE name = 'forged';
 SELECT last_value > :seq_before AS counter_moved_forward FROM fencing.token_seq;
-SELECT fencing.lease_check('priv', :t3) AS still_live;
+SELECT fencing.lease_lock('priv', :t3) AS still_live;
 SELECT fencing.lease_release('priv', :t3) AS released,
 	   fencing.lease_release('priv_left',
 							 (SELECT token FROM fencing.leases WHERE name = 'priv_left')) AS released_left;

@@ -1,4 +1,4 @@
--- lease_renew, lease_release and lease_check with current, stale, foreign
+-- lease_renew, lease_release and lease_lock with current, stale, foreign
 -- and unknown tokens.
 
 SELECT fencing.lease_acquire('rr', 'alice', '10 s') AS t1 \gset
@@ -29,22 +29,22 @@ SELECT fencing.lease_renew('rr', :t_other, '1 min') AS foreign_token,
 	   fencing.lease_renew('rr', 1, '1 min') AS token_1,
 	   fencing.lease_renew('rr_unknown', :t1, '1 min') AS unknown_lease,
 	   fencing.lease_renew('RR', :t1, '1 min') AS names_case_sensitive;
-SELECT fencing.lease_check('rr', :t_other) AS foreign_token,
-	   fencing.lease_check('rr', :t1 + 1000000) AS future_token,
-	   fencing.lease_check('rr_unknown', :t1) AS unknown_lease;
+SELECT fencing.lease_lock('rr', :t_other) AS foreign_token,
+	   fencing.lease_lock('rr', :t1 + 1000000) AS future_token,
+	   fencing.lease_lock('rr_unknown', :t1) AS unknown_lease;
 SELECT fencing.lease_release('rr', :t_other) AS foreign_token,
 	   fencing.lease_release('rr', :t1 + 1000000) AS future_token,
 	   fencing.lease_release('rr_unknown', :t1) AS unknown_lease;
 SELECT expires_at = :'expires_before' AS expiry_unchanged, state, released_at IS NULL AS not_released
   FROM fencing.lease_status WHERE name = 'rr';
 SELECT count(*) AS unknown_rows FROM fencing.leases WHERE name IN ('rr_unknown', 'RR');
-SELECT fencing.lease_check('rr', :t1) AS t1_live, fencing.lease_check('rr_other', :t_other) AS other_live;
+SELECT fencing.lease_lock('rr', :t1) AS t1_live, fencing.lease_lock('rr_other', :t_other) AS other_live;
 
 -- re-acquire makes t1 stale
 SELECT fencing.lease_acquire('rr', 'alice', '10 min') AS t2 \gset
 SELECT fencing.lease_renew('rr', :t1, '1 min') AS stale_renew,
 	   fencing.lease_release('rr', :t1) AS stale_release,
-	   fencing.lease_check('rr', :t1) AS stale_check;
+	   fencing.lease_lock('rr', :t1) AS stale_check;
 SELECT token = :t2 AS t2_current, state FROM fencing.lease_status WHERE name = 'rr';
 
 -- release: true once; the lease is free at once
@@ -54,10 +54,10 @@ SELECT state, released_at IS NOT NULL AS has_released_at, remaining IS NULL AS n
   FROM fencing.lease_status WHERE name = 'rr';
 SELECT fencing.lease_release('rr', :t2) AS released_twice,
 	   fencing.lease_renew('rr', :t2, '1 min') AS renew_released,
-	   fencing.lease_check('rr', :t2) AS check_released;
+	   fencing.lease_lock('rr', :t2) AS check_released;
 SELECT state FROM fencing.lease_status WHERE name = 'rr';
 SELECT fencing.lease_acquire('rr', 'bob', '10 min') AS t3 \gset
-SELECT :t3 > :t2 AS bob_token_larger, fencing.lease_check('rr', :t3) AS bob_live;
+SELECT :t3 > :t2 AS bob_token_larger, fencing.lease_lock('rr', :t3) AS bob_live;
 SELECT holder, state, holder_changes, released_at IS NULL AS not_released
   FROM fencing.lease_status WHERE name = 'rr';
 
@@ -69,5 +69,5 @@ SELECT fencing.lease_release('rr', :t2) AS alice_release,
 SELECT state FROM fencing.lease_status WHERE name = 'rr';
 
 -- all of this left the other lease alone
-SELECT fencing.lease_check('rr_other', :t_other) AS other_live;
+SELECT fencing.lease_lock('rr_other', :t_other) AS other_live;
 SELECT fencing.lease_release('rr_other', :t_other) AS other_released;

@@ -43,10 +43,10 @@ SELECT clock_timestamp() > '2998-01-01' AS evil_clock,
 SELECT fencing.lease_acquire('sp_live', 'bob', '10 min') IS NULL AS live_refused;
 SELECT fencing.lease_acquire('sp_expired', 'bob', '10 min') AS t_bob \gset
 SELECT :t_bob > :t_expired AS expired_taken;
-SELECT fencing.lease_check('sp_live', :t_live) AS live_check,
-	   fencing.lease_check('sp_live', :t_bob) AS wrong_token_check,
-	   fencing.lease_check('sp_expired', :t_expired) AS stale_check,
-	   fencing.lease_check('sp_expired', :t_bob) AS bob_check;
+SELECT fencing.lease_lock('sp_live', :t_live) AS live_check,
+	   fencing.lease_lock('sp_live', :t_bob) AS wrong_token_check,
+	   fencing.lease_lock('sp_expired', :t_expired) AS stale_check,
+	   fencing.lease_lock('sp_expired', :t_bob) AS bob_check;
 SELECT fencing.lease_renew('sp_live', :t_bob, '10 min') AS wrong_token_renew,
 	   fencing.lease_release('sp_live', :t_bob) AS wrong_token_release,
 	   fencing.lease_renew('sp_expired', :t_expired, '10 min') AS stale_renew;
@@ -62,7 +62,7 @@ RESET search_path;
 SET search_path = evil, public, pg_catalog;
 SELECT fencing.lease_acquire('sp_live', 'dave', '10 min') IS NULL AS live_refused;
 SELECT fencing.lease_acquire('sp_bystander', 'dave', '10 min') IS NULL AS bystander_refused;
-SELECT fencing.lease_check('sp_live', :t_bob) AS wrong_token_check,
+SELECT fencing.lease_lock('sp_live', :t_bob) AS wrong_token_check,
 	   fencing.lease_renew('sp_live', :t_bob, '1 min') AS wrong_token_renew,
 	   fencing.lease_release('sp_bystander', :t_live) AS wrong_token_release;
 SELECT fencing.lease_acquire('sp_expired2', 'erin', '1 min') AS t_erin \gset
@@ -74,8 +74,8 @@ SELECT fencing.next_token() > :t_frank AS next_token_ok;
 RESET search_path;
 SELECT name, holder, state, holder_changes FROM fencing.lease_status
  WHERE name LIKE 'sp\_%' ORDER BY name;
-SELECT fencing.lease_check('sp_live', :t_live) AS alice_live,
-	   fencing.lease_check('sp_bystander', :t_bystander) AS carol_live;
+SELECT fencing.lease_lock('sp_live', :t_live) AS alice_live,
+	   fencing.lease_lock('sp_bystander', :t_bystander) AS carol_live;
 
 SET client_min_messages = warning;
 DROP SCHEMA evil CASCADE;

@@ -13,7 +13,7 @@ SELECT :t_bob > :t_rolled AS token_gap;
 COMMIT;
 SELECT holder, token = :t_bob AS current, state, holder_changes
   FROM fencing.lease_status WHERE name = 'tx_sp';
-SELECT fencing.lease_check('tx_sp', :t_rolled) AS rolled_back_token_invalid;
+SELECT fencing.lease_lock('tx_sp', :t_rolled) AS rolled_back_token_invalid;
 
 -- the same with an existing row: a takeover in a rolled-back savepoint
 SELECT fencing.lease_release('tx_sp', :t_bob) AS released;
@@ -28,8 +28,8 @@ SELECT holder, token = :t_carol AS first_token_current, state
   FROM fencing.lease_status WHERE name = 'tx_sp';
 COMMIT;
 SELECT :t_carol2 > :t_carol AS second_larger,
-	   fencing.lease_check('tx_sp', :t_carol) AS carol_live,
-	   fencing.lease_check('tx_sp', :t_carol2) AS rolled_back_invalid;
+	   fencing.lease_lock('tx_sp', :t_carol) AS carol_live,
+	   fencing.lease_lock('tx_sp', :t_carol2) AS rolled_back_invalid;
 
 -- a whole transaction rolled back: new lease gone, token never reissued
 BEGIN;
@@ -49,7 +49,7 @@ SELECT state FROM fencing.lease_status WHERE name = 'tx_rb';
 ROLLBACK;
 SELECT state, expires_at = :'exp_before' AS expiry_unchanged
   FROM fencing.lease_status WHERE name = 'tx_rb';
-SELECT fencing.lease_check('tx_rb', :t_rb2) AS still_live;
+SELECT fencing.lease_lock('tx_rb', :t_rb2) AS still_live;
 
 -- an error after an acquire rolls the acquire back too
 BEGIN;
@@ -62,11 +62,11 @@ SELECT count(*) AS rows_after_error FROM fencing.leases WHERE name = 'tx_err';
 BEGIN;
 SELECT fencing.lease_acquire('tx_one', 'alice', '1 min') AS o1 \gset
 SELECT fencing.lease_acquire('tx_one', 'bob', '1 min') IS NULL AS bob_refused;
-SELECT fencing.lease_check('tx_one', :o1) AS o1_live;
+SELECT fencing.lease_lock('tx_one', :o1) AS o1_live;
 SELECT fencing.lease_renew('tx_one', :o1, '2 min') AS o1_renewed;
 SELECT fencing.lease_release('tx_one', :o1) AS o1_released;
 SELECT fencing.lease_acquire('tx_one', 'bob', '1 min') AS o2 \gset
-SELECT fencing.lease_check('tx_one', :o1) AS o1_stale, fencing.lease_check('tx_one', :o2) AS o2_live;
+SELECT fencing.lease_lock('tx_one', :o1) AS o1_stale, fencing.lease_lock('tx_one', :o2) AS o2_live;
 COMMIT;
 SELECT holder, token = :o2 AS current, state, holder_changes
   FROM fencing.lease_status WHERE name = 'tx_one';

@@ -67,11 +67,11 @@ SELECT fencing.next_token() AS spare \gset
 SELECT * FROM fencing.lease_watch('lw_none', :d1);
 SELECT * FROM fencing.lease_watch('lw_a', :spare);
 -- a token above every token this database issued: another history issued
--- it, which LF005 refuses (fence_check here) as lost at failover; so does
+-- it, which LF005 refuses (fence_allows here) as lost at failover; so does
 -- lease_watch
 SELECT :spare + 1000000000 AS alien \gset
 SELECT * FROM fencing.lease_watch('lw_a', :alien);
-SELECT left(r.result, 6) AS fence_check FROM pg_temp.run($$SELECT fencing.fence_check(NULL, $$ || :alien || $$)$$) AS r;
+SELECT left(r.result, 6) AS fence_allows FROM pg_temp.run($$SELECT fencing.fence_allows(NULL, $$ || :alien || $$)$$) AS r;
 
 -- semaphore slots: each token has its own fate
 SELECT fencing.semaphore_acquire('lw_sem', 'E', 2, '1 min') AS e1 \gset

@@ -21,7 +21,7 @@ SELECT fencing.lease_renew('op_cnt', :a1, '1 min') AS renewed;
 SELECT fencing.lease_renew('op_cnt', :a1, '2 min') AS renewed;
 SELECT fencing.lease_renew('op_cnt', :a1 + 1000000, '1 min') AS wrong_token_renewed;
 -- checks and refused acquires count nothing either
-SELECT fencing.lease_check('op_cnt', :a1) AS checked;
+SELECT fencing.lease_lock('op_cnt', :a1) AS checked;
 SELECT fencing.lease_acquire('op_cnt', 'bob', '1 min') IS NULL AS bob_refused;
 SELECT fencing.lease_acquire('op_cnt', 'bob', '1 min', '50 ms') IS NULL AS bob_refused_after_waiting;
 SELECT holder, acquires, renewals, releases, expired_takeovers, holder_changes

@@ -43,7 +43,7 @@ SELECT holder, holder_role, token = :t1 AS token_kept, state, remaining,
 -- the holder's token is stale now: renew, check and release are false
 SET ROLE regress_op_app;
 SELECT fencing.lease_renew('op_fr', :t1, '1 min') AS renewed,
-	   fencing.lease_check('op_fr', :t1) AS checked,
+	   fencing.lease_lock('op_fr', :t1) AS checked,
 	   fencing.lease_release('op_fr', :t1) AS released;
 RESET ROLE;
 
@@ -55,8 +55,8 @@ RESET ROLE;
 SELECT :t2 > :t1 AS newer_token, holder, holder_role, state, takeover, holder_changes,
 	   expired_takeovers
   FROM fencing.lease_status WHERE name = 'op_fr';
-SELECT fencing.fence_check(:t1, :t2) AS new_token_passes_old_fence,
-	   fencing.fence_check(:t2, :t1) AS old_token_passes_new_fence;
+SELECT fencing.fence_allows(:t1, :t2) AS new_token_passes_old_fence,
+	   fencing.fence_allows(:t2, :t1) AS old_token_passes_new_fence;
 
 -- force-releasing what is not live is false and changes nothing: a free
 -- lease, an unknown lease, an expired lease

@@ -38,7 +38,7 @@ SELECT fencing.lease_acquire('op_pg_released', 'b', '1 min') AS t_again \gset
 SELECT :t_again > :t_rel AS larger_than_its_own, :t_again > :t_recent AS larger_than_any_before,
 	   holder, state, takeover, acquires, releases, holder_changes
   FROM fencing.lease_status WHERE name = 'op_pg_released';
-SELECT fencing.fence_check(:t_rel, :t_again) AS new_token_passes_old_fence;
+SELECT fencing.fence_allows(:t_rel, :t_again) AS new_token_passes_old_fence;
 
 -- the lease inside its lock delay is purged once the delay is over and it
 -- has been free for longer than older_than

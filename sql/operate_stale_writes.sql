@@ -28,10 +28,10 @@ SET LOCAL fencing.token = :t_new;
 UPDATE op_sw_guarded SET v = 'new, declared' WHERE id = 1;
 COMMIT;
 UPDATE op_sw_plain SET v = 'new again', fence = fencing.fence_advance(fence, :t_new, true) WHERE id = 1;
--- fence_check and fence_allows are predicates: a stale token matches no
+-- fence_allows is a predicate: a stale token matches no
 -- row, nothing is refused
-UPDATE op_sw_plain SET v = 'old' WHERE id = 1 AND fencing.fence_check(fence, :t_old);
 UPDATE op_sw_plain SET v = 'old' WHERE id = 1 AND fencing.fence_allows(fence, :t_old);
+UPDATE op_sw_plain SET v = 'old' WHERE id = 1 AND fencing.fence_allows(fence, :t_old, true);
 -- an error that is no stale write
 UPDATE op_sw_guarded SET v = 'no token' WHERE id = 1;
 SELECT stale_writes_refused - :s0 AS refused FROM fencing.stats;

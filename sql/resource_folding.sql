@@ -97,9 +97,9 @@ SET plan_cache_mode = force_generic_plan;
 PREPARE ins_advance AS
   INSERT INTO fold_const (fence) VALUES (fencing.fence_advance(NULL, :t)) RETURNING n;
 PREPARE ins_check AS
-  INSERT INTO fold_const (fence, ok) SELECT :t, fencing.fence_check(NULL, :t) RETURNING n;
+  INSERT INTO fold_const (fence, ok) SELECT :t, fencing.fence_allows(NULL, :t) RETURNING n;
 PREPARE upd_allows AS
-  UPDATE fold_const SET ok = true WHERE fencing.fence_allows(NULL, :t) RETURNING n;
+  UPDATE fold_const SET ok = true WHERE fencing.fence_allows(NULL, :t, true) RETURNING n;
 EXECUTE ins_advance;
 EXECUTE ins_check;
 EXECUTE upd_allows;

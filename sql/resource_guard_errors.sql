@@ -246,7 +246,7 @@ SHOW fencing.token;
 SET fencing.token = 'abc';
 \echo :SQLSTATE
 -- the first fencing call loads the library
-SELECT fencing.fence_check(2, 1) IS NOT NULL AS loaded;
+SELECT fencing.fence_allows(2, 1) IS NOT NULL AS loaded;
 SHOW fencing.token;
 -- (a misspelt name set before the library loads: guc_prefix_preload.sql)
 \c

@@ -21,8 +21,8 @@ SET ROLE regress_sec_app;
 SELECT q, r.* FROM (VALUES
 	($$SELECT fencing.next_token()$$),
 	($$SELECT fencing.lease_acquire('sec_g', 'app', '1 min')$$),
-	($$SELECT fencing.lease_check('sec_g', 1)$$),
-	($$SELECT fencing.fence_check(1, 2)$$),
+	($$SELECT fencing.lease_lock('sec_g', 1)$$),
+	($$SELECT fencing.fence_allows(1, 2)$$),
 	($$SELECT count(*) FROM fencing.lease_status$$),
 	($$SELECT leases FROM fencing.stats$$)
   ) AS v(q), LATERAL pg_temp.run(q) AS r;
@@ -55,11 +55,11 @@ SET ROLE regress_sec_app;
 SELECT current_user, session_user <> current_user AS switched;
 SELECT fencing.lease_acquire('sec_g', 'app-1', '10 min') AS t1 \gset
 SELECT pg_temp.check('acquire', :t1 > 0);
-SELECT pg_temp.check('check', fencing.lease_check('sec_g', :t1));
+SELECT pg_temp.check('check', fencing.lease_lock('sec_g', :t1));
 SELECT pg_temp.check('renew', fencing.lease_renew('sec_g', :t1, '20 min'));
 SELECT fencing.lease_acquire('sec_g', 'app-1', '10 min') AS t2 \gset
 SELECT pg_temp.check('re-acquire by the same holder: a newer token', :t2 > :t1);
-SELECT pg_temp.check('the older token is stale now', NOT fencing.lease_check('sec_g', :t1));
+SELECT pg_temp.check('the older token is stale now', NOT fencing.lease_lock('sec_g', :t1));
 SELECT pg_temp.check('another holder is refused while the lease is live',
 					 fencing.lease_acquire('sec_g', 'app-2', '10 min') IS NULL);
 SELECT pg_temp.check('release', fencing.lease_release('sec_g', :t2));
@@ -69,8 +69,8 @@ SELECT fencing.next_token() AS n1 \gset
 SELECT pg_temp.check('next_token', :n1 > :t3);
 
 -- the resource-side functions
-SELECT pg_temp.check('fence_check', fencing.fence_check(:t2, :t3) AND NOT fencing.fence_check(:t3, :t2));
-SELECT pg_temp.check('fence_allows', fencing.fence_allows(:t3, :t3) AND NOT fencing.fence_allows(:t3, :t2));
+SELECT pg_temp.check('fence_allows', fencing.fence_allows(:t2, :t3) AND NOT fencing.fence_allows(:t3, :t2));
+SELECT pg_temp.check('fence_allows allow_same', fencing.fence_allows(:t3, :t3, true) AND NOT fencing.fence_allows(:t3, :t2, true));
 SELECT pg_temp.check('fence_advance', fencing.fence_advance(:t2, :t3) = :t3);
 SELECT pg_temp.check('expect_rows', fencing.expect_rows(1, 1) = 1);
 

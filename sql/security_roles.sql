@@ -44,10 +44,10 @@ SELECT pg_temp.tok('sec_r') = :t_a AS b_can_read_the_token;
 SELECT q, r.* FROM (VALUES
 	($$SELECT fencing.lease_renew('sec_r', pg_temp.tok('sec_r'), '1 day')$$),
 	($$SELECT fencing.lease_release('sec_r', pg_temp.tok('sec_r'))$$),
-	($$SELECT fencing.lease_check('sec_r', pg_temp.tok('sec_r'))$$),
+	($$SELECT fencing.lease_lock('sec_r', pg_temp.tok('sec_r'))$$),
 	($$SELECT fencing.lease_renew('sec_r', pg_temp.tok('sec_r') + 1000000, '1 day')$$),
 	($$SELECT fencing.lease_release('sec_r', pg_temp.tok('sec_r') + 1000000)$$),
-	($$SELECT fencing.lease_check('sec_r_none', pg_temp.tok('sec_r'))$$),
+	($$SELECT fencing.lease_lock('sec_r_none', pg_temp.tok('sec_r'))$$),
 	($$SELECT fencing.lease_acquire('sec_r', 'worker', '10 min')$$),
 	($$SELECT fencing.lease_acquire('sec_r', 'worker', '10 min', '0.2 s')$$),
 	($$SELECT fencing.lease_force_release('sec_r')$$),
@@ -64,7 +64,7 @@ SELECT name, holder, pg_temp.role_of(name) AS holder_role, state, token = :t_a A
 	   acquires, renewals, releases
   FROM fencing.lease_status WHERE name = 'sec_r';
 SELECT q, r.* FROM (VALUES
-	($$SELECT fencing.lease_check('sec_r', pg_temp.tok('sec_r'))$$),
+	($$SELECT fencing.lease_lock('sec_r', pg_temp.tok('sec_r'))$$),
 	($$SELECT fencing.lease_renew('sec_r', pg_temp.tok('sec_r'), '10 min')$$),
 	($$SELECT fencing.lease_acquire('sec_r', 'worker', '10 min') > 0$$)
   ) AS v(q), LATERAL pg_temp.run(q) AS r;
@@ -86,10 +86,10 @@ GRANT fencing_admin TO regress_sec_ops, regress_sec_noinh;
 -- a member acts as the holder: the lease keeps A as its role
 SET ROLE regress_sec_ops;
 SELECT q, r.* FROM (VALUES
-	($$SELECT fencing.lease_check('sec_r', pg_temp.tok('sec_r'))$$),
+	($$SELECT fencing.lease_lock('sec_r', pg_temp.tok('sec_r'))$$),
 	($$SELECT fencing.lease_renew('sec_r', pg_temp.tok('sec_r'), '5 min')$$),
 	($$SELECT fencing.lease_release('sec_r', pg_temp.tok('sec_r'))$$),
-	($$SELECT fencing.lease_check('sec_r', pg_temp.tok('sec_r'))$$)
+	($$SELECT fencing.lease_lock('sec_r', pg_temp.tok('sec_r'))$$)
   ) AS v(q), LATERAL pg_temp.run(q) AS r;
 SELECT name, holder, pg_temp.role_of(name) AS holder_role, state, renewals, releases
   FROM fencing.lease_status WHERE name = 'sec_r';
@@ -156,14 +156,14 @@ REVOKE USAGE ON SCHEMA fencing FROM fencing_admin;
 -- a member of a member inherits it
 SET ROLE regress_sec_nested;
 SELECT q, r.* FROM (VALUES
-	($$SELECT fencing.lease_check('sec_r', pg_temp.tok('sec_r'))$$),
+	($$SELECT fencing.lease_lock('sec_r', pg_temp.tok('sec_r'))$$),
 	($$SELECT fencing.lease_purge('1 hour')$$)
   ) AS v(q), LATERAL pg_temp.run(q) AS r;
 -- a superuser needs no membership
 RESET ROLE;
 SELECT q, r.* FROM (VALUES
 	($$SELECT fencing.lease_renew('sec_r', pg_temp.tok('sec_r'), '10 min')$$),
-	($$SELECT fencing.lease_check('sec_r', pg_temp.tok('sec_r'))$$)
+	($$SELECT fencing.lease_lock('sec_r', pg_temp.tok('sec_r'))$$)
   ) AS v(q), LATERAL pg_temp.run(q) AS r;
 SELECT name, holder, pg_temp.role_of(name) AS holder_role, state
   FROM fencing.lease_status WHERE name = 'sec_r';
@@ -186,7 +186,7 @@ SELECT q, r.* FROM (VALUES
   ) AS v(q), LATERAL pg_temp.run(q) AS r;
 SET ROLE regress_sec_ops;
 SELECT q, r.* FROM (VALUES
-	($$SELECT fencing.lease_check('sec_r_gone', pg_temp.tok('sec_r_gone'))$$),
+	($$SELECT fencing.lease_lock('sec_r_gone', pg_temp.tok('sec_r_gone'))$$),
 	($$SELECT fencing.lease_force_release('sec_r_gone')$$)
   ) AS v(q), LATERAL pg_temp.run(q) AS r;
 SET ROLE regress_sec_b;

@@ -104,14 +104,14 @@ SELECT fencing.lease_acquire('sec_sp_a', 'alice', '10 min') AS t2 \gset
 SELECT fencing.next_token() AS n1 \gset
 SELECT fencing.lease_renew('sec_sp_a', :t1, '5 min') AS renew_stale \gset
 SELECT fencing.lease_renew('sec_sp_a', :t2, '5 min') AS renew_current \gset
-SELECT fencing.lease_check('sec_sp_a', :t1) AS check_stale,
-	   fencing.lease_check('sec_sp_a', :t2) AS check_current,
-	   fencing.lease_check('sec_sp_none', :t2) AS check_none \gset
+SELECT fencing.lease_lock('sec_sp_a', :t1) AS check_stale,
+	   fencing.lease_lock('sec_sp_a', :t2) AS check_current,
+	   fencing.lease_lock('sec_sp_none', :t2) AS check_none \gset
 SELECT fencing.lease_release('sec_sp_a', :t1) AS release_stale \gset
 SELECT pg_sleep(0.3);
 SELECT fencing.lease_acquire('sec_sp_exp', 'bob', '10 min') AS t_takeover \gset
 SELECT fencing.lease_acquire('sec_sp_exp', 'carol', '10 min') IS NULL AS carol_refused \gset
-SELECT fencing.lease_check('sec_sp_exp', :t_exp) AS expired_check \gset
+SELECT fencing.lease_lock('sec_sp_exp', :t_exp) AS expired_check \gset
 SELECT fencing.lease_acquire('sec_sp_w', 'alice', '0.3 s') AS t_w1 \gset
 SELECT expires_at AS w_expiry FROM fencing.lease_status
  WHERE name OPERATOR(pg_catalog.=) 'sec_sp_w' \gset
@@ -120,8 +120,8 @@ SELECT acquired_at AS w_acquired FROM fencing.lease_status
  WHERE name OPERATOR(pg_catalog.=) 'sec_sp_w' \gset
 SELECT fencing.lease_force_release('sec_sp_w') AS forced \gset
 SELECT fencing.lease_purge('1 hour') AS purged \gset
-SELECT fencing.fence_check(:t1, :t2) AS fc1, fencing.fence_check(:t2, :t1) AS fc2,
-	   fencing.fence_allows(:t2, :t2) AS fa, fencing.fence_advance(:t1, :t2) AS fadv \gset
+SELECT fencing.fence_allows(:t1, :t2) AS fc1, fencing.fence_allows(:t2, :t1) AS fc2,
+	   fencing.fence_allows(:t2, :t2, true) AS fa, fencing.fence_advance(:t1, :t2) AS fadv \gset
 -- a band entry: tokens issued before it are refused from now on
 SELECT fencing.advance_tokens(:t_w2 OPERATOR(pg_catalog.+) 5) AS advanced \gset
 SELECT fencing.next_token() AS n2 \gset
@@ -181,8 +181,8 @@ SELECT fencing.lease_acquire('sec_sp_a', 'mallory', '10 min') IS NULL AS mallory
 SELECT fencing.lease_acquire('sec_sp_a', 'app', '10 min') AS u2 \gset
 SELECT fencing.lease_renew('sec_sp_a', :u1, '5 min') AS renew_stale,
 	   fencing.lease_renew('sec_sp_a', :u2, '5 min') AS renew_current,
-	   fencing.lease_check('sec_sp_a', :u1) AS check_stale,
-	   fencing.lease_check('sec_sp_a', :u2) AS check_current \gset
+	   fencing.lease_lock('sec_sp_a', :u1) AS check_stale,
+	   fencing.lease_lock('sec_sp_a', :u2) AS check_current \gset
 SELECT fencing.lease_acquire('sec_sp_exp', 'app', '10 min') IS NULL AS bobs_lease_refused \gset
 SELECT fencing.lease_release('sec_sp_a', :u1) AS release_stale,
 	   fencing.lease_release('sec_sp_a', :u2) AS release_current \gset

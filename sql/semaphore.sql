@@ -2,7 +2,7 @@
 -- Counting semaphores: semaphore_acquire(name, holder, slots, ttl, wait)
 -- grants one of the first "slots" slots of a name; each slot is a lease
 -- of its own, with its own holder and token, renewed, released and checked
--- by lease_renew, lease_release and lease_check with the semaphore's name
+-- by lease_renew, lease_release and lease_lock with the semaphore's name
 -- and the slot's token.  A lease is slot 0 of its name.
 --
 CREATE FUNCTION pg_temp.slots(n text) RETURNS TABLE (slot integer, holder text, state text)
@@ -30,7 +30,7 @@ SELECT slot FROM fencing.lease_status WHERE name = 'sem' AND token = :tb;
 
 -- each slot is renewed, checked and released by its own token
 SELECT fencing.lease_renew('sem', :ta, '10 min') AS a_renewed,
-	   fencing.lease_check('sem', :tb) AS b_checked;
+	   fencing.lease_lock('sem', :tb) AS b_checked;
 SELECT slot, renewals FROM fencing.lease_status WHERE name = 'sem' ORDER BY slot;
 SELECT fencing.lease_release('sem', :tb) AS b_released;
 SELECT fencing.lease_release('sem', :tb) AS b_released_again;
@@ -46,7 +46,7 @@ SELECT fencing.semaphore_acquire('sem', 'a', 2, '1 min') AS ta2 \gset
 SELECT :ta2 > :ta AS new_token, slot
   FROM fencing.lease_status WHERE name = 'sem' AND token = :ta2;
 SELECT fencing.lease_renew('sem', :ta, '1 min') AS old_token_renews,
-	   fencing.lease_check('sem', :ta) AS old_token_checks,
+	   fencing.lease_lock('sem', :ta) AS old_token_checks,
 	   fencing.lease_release('sem', :ta) AS old_token_releases;
 SELECT * FROM pg_temp.slots('sem');
 
@@ -127,7 +127,7 @@ SELECT fencing.semaphore_acquire('sem_roles', 'w2', 2, '1 min') IS NULL AS full_
 \set VERBOSITY terse
 SELECT fencing.lease_renew('sem_roles', :tra, '1 min');
 SELECT fencing.lease_release('sem_roles', :tra);
-SELECT fencing.lease_check('sem_roles', :tra);
+SELECT fencing.lease_lock('sem_roles', :tra);
 \set VERBOSITY default
 RESET ROLE;
 SELECT slot, holder, holder_role::text, token = :tra AS a_token, releases

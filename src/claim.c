@@ -70,7 +70,6 @@
 
 FENCING_FUNCTION(fencing_claim_stamp);
 FENCING_FUNCTION(fencing_claim_guard);
-FENCING_FUNCTION(fencing_claim_stampable);
 
 /* a place in a row that holds a token: a bigint column or a jsonb key */
 typedef struct ClaimPlace
@@ -587,48 +586,4 @@ fencing_claim_guard(PG_FUNCTION_ARGS)
 	/* an acknowledged delivery survives a crash, as every fenced write */
 	fencing_fenced_write_durable();
 	return PointerGetDatum(result);
-}
-
-/*
- * claim_stampable('place'): BEFORE INSERT OR UPDATE ... FOR EACH ROW.
- * Refuses a row whose jsonb place could not take a stamp (the column holds
- * an array or a scalar), so that a payload the claim could not stamp is
- * refused when it is sent, not at every claim: a message the claim cannot
- * stamp would stay at the head of its queue and stop it.  Writes nothing.
- */
-Datum
-fencing_claim_stampable(PG_FUNCTION_ARGS)
-{
-	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-	Relation	rel;
-	ClaimPlace	place;
-	HeapTuple	tuple;
-	Datum		d;
-	bool		isnull;
-
-	check_trigger_call(fcinfo, "claim_stampable");
-	rel = trigdata->tg_relation;
-	if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("claim_stampable must be fired for INSERT or UPDATE")));
-	if (trigdata->tg_trigger->tgnargs != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("claim_stampable on \"%s\" needs one argument, the place of the token",
-						RelationGetRelationName(rel)),
-				 errhint("Use EXECUTE FUNCTION fencing.claim_stampable('column->key').")));
-	parse_place(rel, "claim_stampable", trigdata->tg_trigger->tgargs[0], &place);
-	if (place.key == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid token place \"%s\" for claim_stampable", place.spec),
-				 errhint("Name a jsonb column and a key as 'column->key'; a bigint column can always take a stamp.")));
-
-	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
-		trigdata->tg_newtuple : trigdata->tg_trigtuple;
-	d = heap_getattr(tuple, place.attnum, RelationGetDescr(rel), &isnull);
-	if (!isnull)
-		check_stampable(rel, &place, DatumGetJsonbP(d));
-	return PointerGetDatum(tuple);
 }

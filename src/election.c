@@ -9,7 +9,7 @@
  * row carries the value the leader publishes (an endpoint, a shard map).
  * The shape is etcd's concurrency.Election (Campaign, Proclaim, Leader,
  * Observe, Resign) and client-go's leader election: leadership is a lease,
- * so the leader renews it with lease_renew, checks it with lease_check,
+ * so the leader renews it with lease_renew, locks it with lease_lock,
  * learns why it lost it with lease_watch, and writes with its token, which
  * the resources fence as any other.  Nothing is kept per session.
  *

@@ -54,16 +54,33 @@
 /*
  * Advisory locks use 1 and 2 in field 4; 0x4645 ("FE": a lease's wake-up
  * registry), 0x4646 ("FF": its queue of waiters), 0x4647 ("FG": a
- * holder's acquire of a semaphore) and 0x4648 ("FH": creating a name's rows
- * or changing its kind) are ours alone.
+ * holder's acquire of a semaphore), 0x4648 ("FH": creating a name's rows
+ * or changing its kind) and 0x4649 ("FI": a commit that keeps a lease) are
+ * ours alone.
  */
 #define FENCING_LOCKTAG_FIELD4	0x4645
 #define FENCING_QUEUE_LOCKTAG_FIELD4	0x4646
 #define FENCING_HOLDER_LOCKTAG_FIELD4	0x4647
 #define FENCING_NAME_LOCKTAG_FIELD4	0x4648
+#define FENCING_KEEP_LOCKTAG_FIELD4	0x4649
 
 /* tags of leases released in the current transaction, to wake at commit */
 static List *wake_at_commit = NIL;
+
+/*
+ * Leases this transaction renewed or checked (fencing_keep_until_commit),
+ * in TopTransactionContext; NIL if none.
+ */
+typedef struct KeptLease
+{
+	LOCKTAG		tag;			/* the name's FENCING_KEEP_LOCKTAG_FIELD4 */
+	int			nestlevel;		/* the (sub)transaction that kept it */
+	int64		token;
+	TimestampTz expires_at;		/* the commit must come before this */
+	char		name[FLEXIBLE_ARRAY_MEMBER];
+} KeptLease;
+
+static List *kept_leases = NIL;
 
 static bool notify_enabled = false;
 
@@ -485,14 +502,15 @@ arm_deadline(int64 deadline)
  *	- a deadline that has passed: no waiting, or only for a moment
  *	  (lock_timeout at its least, 1 ms), for waits the call cannot refuse
  *	  up front (an INSERT meeting another transaction's uncommitted row);
- *	- else until then.
+ *	- else until then, whatever the session's lock_timeout: a bounded
+ *	  wait is the call's own (its "wait" argument), and ends as such.
  * fn returns true to keep what it did: the subtransaction then commits into
  * the current (sub)transaction, which gets its locks; false rolls it back,
  * which releases the row locks it took, so that a caller that waited for a
  * row and found it no longer qualifying keeps no lock on it.  When the
  * deadline comes first, the subtransaction is rolled back too.  Any other
- * error (a cancel, statement_timeout, the caller's own shorter lock_timeout,
- * a deadlock) is raised again after the rollback.
+ * error (a cancel, statement_timeout, the caller's lock_timeout in a wait
+ * without deadline, a deadlock) is raised again after the rollback.
  *
  * A subtransaction costs some microseconds, and an XID if fn writes: callers
  * use this only once they know they must wait, except to create a lease
@@ -521,10 +539,17 @@ fencing_wait_within(bool (*fn) (void *arg), void *arg, int64 deadline)
 			(void) set_config_option("lock_timeout", "1", PGC_USERSET,
 									 PGC_S_SESSION, GUC_ACTION_SAVE, true,
 									 0, false);
-		else if (timed && (outer == FENCING_DEADLINE_NONE || deadline < outer))
+		else if (timed)
 		{
-			arm_deadline(deadline);
-			armed = true;
+			/* the call's wait bounds it, not the session's lock_timeout */
+			(void) set_config_option("lock_timeout", "0", PGC_USERSET,
+									 PGC_S_SESSION, GUC_ACTION_SAVE, true,
+									 0, false);
+			if (outer == FENCING_DEADLINE_NONE || deadline < outer)
+			{
+				arm_deadline(deadline);
+				armed = true;
+			}
 		}
 		keep = fn(arg);
 		if (armed)
@@ -756,6 +781,147 @@ wake_waiters(LOCKTAG *tag)
 	}
 }
 
+/* ---- leases kept until commit ---- */
+
+/*
+ * A renew, check or proclaim counts only if its transaction commits
+ * before the lease it found live expired: else a watcher could be told
+ * "expired" (no leader) and then see the same token current again, and
+ * the holder's writes under a check would commit after its lease ended.
+ * So each one is recorded, and the commit refuses (LF022) once the clock
+ * has reached the earliest expiry recorded.  Between that clock reading
+ * and the moment the commit becomes visible (a WAL flush, a synchronous
+ * standby's answer) an observer would still see the old row: so the
+ * commit first takes an exclusive lock on the name's "keep" tag, held
+ * until the commit is visible, and an observer that finds the lease
+ * expired takes that tag in share mode, then reads again
+ * (fencing_wait_for_keeping_commit).  Whichever comes first decides: the
+ * observer's clock reading precedes its share lock, the commit's follows
+ * its exclusive lock.
+ */
+static void
+keep_locktag(LOCKTAG *tag, const char *name, int len)
+{
+	uint64		h = tag_hash(name, len, InvalidOid, NULL, 0);
+
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
+						 FENCING_KEEP_LOCKTAG_FIELD4);
+}
+
+/*
+ * This transaction renewed, checked or proclaimed lease "name" with
+ * "token" while it was live until expires_at: its commit (or PREPARE)
+ * fails if it comes later.
+ */
+void
+fencing_keep_until_commit(const char *name, int len, int64 token,
+						  TimestampTz expires_at)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+	KeptLease  *k = palloc(offsetof(KeptLease, name) + len + 1);
+
+	keep_locktag(&k->tag, name, len);
+	k->nestlevel = GetCurrentTransactionNestLevel();
+	k->token = token;
+	k->expires_at = expires_at;
+	memcpy(k->name, name, len);
+	k->name[len] = '\0';
+	kept_leases = lappend(kept_leases, k);
+	MemoryContextSwitchTo(old);
+}
+
+/* lock tags in one order, so that two commits never wait for each other */
+static int
+kept_lease_cmp(const ListCell *a, const ListCell *b)
+{
+	const LOCKTAG *x = &((const KeptLease *) lfirst(a))->tag;
+	const LOCKTAG *y = &((const KeptLease *) lfirst(b))->tag;
+
+	if (x->locktag_field2 != y->locktag_field2)
+		return x->locktag_field2 < y->locktag_field2 ? -1 : 1;
+	if (x->locktag_field3 != y->locktag_field3)
+		return x->locktag_field3 < y->locktag_field3 ? -1 : 1;
+	return 0;
+}
+
+/*
+ * At PRE_COMMIT ("locking") and PRE_PREPARE: refuse the commit if a kept
+ * lease has expired.  A prepared transaction takes no lock: it would keep
+ * observers waiting until COMMIT PREPARED, which is not judged again.
+ */
+static void
+refuse_expired_keeps(bool locking)
+{
+	ListCell   *lc;
+	TimestampTz now;
+
+	if (locking)
+	{
+		list_sort(kept_leases, kept_lease_cmp);
+		foreach(lc, kept_leases)
+			(void) LockAcquire(&((KeptLease *) lfirst(lc))->tag,
+							   ExclusiveLock, false, false);
+	}
+	now = GetCurrentTimestamp();
+	foreach(lc, kept_leases)
+	{
+		KeptLease  *k = (KeptLease *) lfirst(lc);
+
+		if (k->expires_at <= now)
+			ereport(ERROR,
+					(errcode(ERRCODE_FENCING_LEASE_EXPIRED),
+					 errmsg("lease \"%s\" expired before the transaction that renewed or checked it committed",
+							k->name),
+					 errdetail("Token " INT64_FORMAT " was live until %s; the transaction is rolled back, and nothing it wrote is committed.",
+							   k->token, timestamptz_to_str(k->expires_at)),
+					 errhint("Renew the lease and commit well before it expires.")));
+	}
+}
+
+/*
+ * An observer found lease "name" expired: wait for a commit that renews or
+ * checks it and has passed its clock reading, then read again.
+ */
+void
+fencing_wait_for_keeping_commit(const char *name, int len)
+{
+	LOCKTAG		tag;
+
+	keep_locktag(&tag, name, len);
+	(void) LockAcquire(&tag, ShareLock, false, false);
+	LockRelease(&tag, ShareLock, false);
+}
+
+/* A subtransaction ends: what it kept goes to its parent, or away. */
+static void
+events_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						SubTransactionId parentSubid, void *arg)
+{
+	int			level = GetCurrentTransactionNestLevel();
+	ListCell   *lc;
+
+	if (kept_leases == NIL)
+		return;
+	if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		foreach(lc, kept_leases)
+		{
+			KeptLease  *k = (KeptLease *) lfirst(lc);
+
+			if (k->nestlevel >= level)
+				k->nestlevel = level - 1;
+		}
+	}
+	else if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		foreach(lc, kept_leases)
+		{
+			if (((KeptLease *) lfirst(lc))->nestlevel >= level)
+				kept_leases = foreach_delete_current(kept_leases, lc);
+		}
+	}
+}
+
 static void
 events_xact_callback(XactEvent event, void *arg)
 {
@@ -763,6 +929,12 @@ events_xact_callback(XactEvent event, void *arg)
 
 	switch (event)
 	{
+		case XACT_EVENT_PRE_COMMIT:
+		case XACT_EVENT_PRE_PREPARE:
+			if (kept_leases != NIL)
+				refuse_expired_keeps(event == XACT_EVENT_PRE_COMMIT &&
+									 !RecoveryInProgress());
+			break;
 			/*
 			 * At PREPARE TRANSACTION too: no callback of ours runs at COMMIT
 			 * PREPARED, which may come from any session.  The head wakes
@@ -775,11 +947,13 @@ events_xact_callback(XactEvent event, void *arg)
 			foreach(lc, wake_at_commit)
 				wake_waiters((LOCKTAG *) lfirst(lc));
 			wake_at_commit = NIL;
+			kept_leases = NIL;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			/* list memory goes with TopTransactionContext */
 			wake_at_commit = NIL;
+			kept_leases = NIL;
 			break;
 		default:
 			break;
@@ -833,6 +1007,7 @@ void
 fencing_events_init(void)
 {
 	RegisterXactCallback(events_xact_callback, NULL);
+	RegisterSubXactCallback(events_subxact_callback, NULL);
 	DefineCustomBoolVariable("fencing.notify",
 							 "Send NOTIFY fencing on lease acquire, takeover and release.",
 							 "Off by default: every notifying commit takes the notification queue's lock.",

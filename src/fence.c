@@ -4,7 +4,7 @@
  *	  The resource side: predicates and checks for fenced writes.
  *
  * A fenced row keeps the highest token that wrote it in a bigint column
- * (the fence).  fence_check and fence_allows are WHERE-clause predicates;
+ * (the fence).  fence_allows is the WHERE-clause predicate;
  * fence_advance belongs in the SET list, where it runs only for the rows
  * the statement really updates, whatever plan the planner picks, and
  * raises instead of letting a stale write turn into a silent "0 rows".
@@ -19,7 +19,7 @@
  * made durable by the write that put it there before anyone saw it, and
  * its own data is as durable as synchronous_commit says.
  *
- * The three are IMMUTABLE, which Citus needs to send them to its workers
+ * The two are IMMUTABLE, which Citus needs to send them to its workers
  * with an UPDATE's SET list, WHERE clause or ON CONFLICT DO UPDATE.  The
  * planner therefore evaluates a call whose arguments are all constants
  * once, when it plans the statement, and keeps the result in the plan
@@ -41,7 +41,6 @@
 #include "resource.h"
 #include "stats.h"
 
-FENCING_FUNCTION(fencing_fence_check);
 FENCING_FUNCTION(fencing_fence_allows);
 FENCING_FUNCTION(fencing_fence_advance);
 FENCING_FUNCTION(fencing_expect_rows);
@@ -189,25 +188,22 @@ predicate_answer(FunctionCallInfo fcinfo, bool allowed, int64 token)
 	return allowed;
 }
 
-/* fence_check(fence, token): fence IS NULL OR fence < token */
-Datum
-fencing_fence_check(PG_FUNCTION_ARGS)
-{
-	int64		token = fencing_token_arg(fcinfo, 1);
-
-	PG_RETURN_BOOL(predicate_answer(fcinfo,
-									PG_ARGISNULL(0) || PG_GETARG_INT64(0) < token,
-									token));
-}
-
-/* fence_allows(fence, token): fence IS NULL OR fence <= token */
+/*
+ * fence_allows(fence, token, allow_same): fence IS NULL OR fence < token,
+ * or fence <= token with allow_same, the choice fence_advance makes.
+ */
 Datum
 fencing_fence_allows(PG_FUNCTION_ARGS)
 {
 	int64		token = fencing_token_arg(fcinfo, 1);
+	bool		allow_same;
 
+	fencing_require_arg(fcinfo, 2, "allow_same");
+	allow_same = PG_GETARG_BOOL(2);
 	PG_RETURN_BOOL(predicate_answer(fcinfo,
-									PG_ARGISNULL(0) || PG_GETARG_INT64(0) <= token,
+									PG_ARGISNULL(0) ||
+									PG_GETARG_INT64(0) < token ||
+									(allow_same && PG_GETARG_INT64(0) == token),
 									token));
 }
 

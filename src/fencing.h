@@ -34,6 +34,8 @@
  * A-H).  Standard codes are used wherever one fits; these cover
  * conditions only this extension has.
  */
+/* the class's own code, for what no more specific code fits */
+#define ERRCODE_FENCING_ERROR				MAKE_SQLSTATE('L','F','0','0','0')
 #define ERRCODE_FENCING_STALE_TOKEN			MAKE_SQLSTATE('L','F','0','0','1')
 #define ERRCODE_FENCING_TOKEN_EXHAUSTED		MAKE_SQLSTATE('L','F','0','0','2')
 #define ERRCODE_FENCING_ROW_NOT_FOUND		MAKE_SQLSTATE('L','F','0','0','3')
@@ -49,6 +51,7 @@
 /* lease layer */
 #define ERRCODE_FENCING_LEASES_UNSUPPORTED	MAKE_SQLSTATE('L','F','0','2','0')
 #define ERRCODE_FENCING_KIND_MISMATCH		MAKE_SQLSTATE('L','F','0','2','1')
+#define ERRCODE_FENCING_LEASE_EXPIRED		MAKE_SQLSTATE('L','F','0','2','2')
 
 /* documented limit on lease names and holders */
 #define FENCING_MAX_NAME_BYTES	256

@@ -2,11 +2,11 @@
  *
  * lease.c
  *	  lease_acquire, semaphore_acquire, lease_renew, lease_release and
- *	  lease_check.
+ *	  lease_lock.
  *
  * A lease is slot 0 of its name; a semaphore of N slots is slots 0 to
  * N-1 of its name, each slot a lease of its own with its own holder and
- * token.  Renew, release and check find a slot by its token, so they serve
+ * token.  Renew, release and lock find a slot by its token, so they serve
  * both; acquiring a semaphore slot looks at all of the name's rows first
  * (fencing_survey_lease_slots).  Waiting is the same for both: one queue
  * per name, in arrival order.
@@ -44,7 +44,7 @@ FENCING_FUNCTION(fencing_semaphore_acquire);
 FENCING_FUNCTION(fencing_lease_renew);
 FENCING_FUNCTION(fencing_lease_renew_all);
 FENCING_FUNCTION(fencing_lease_release);
-FENCING_FUNCTION(fencing_lease_check);
+FENCING_FUNCTION(fencing_lease_lock);
 
 /* fencing.lock_delay, in milliseconds */
 static int	lock_delay_ms = 0;
@@ -85,31 +85,45 @@ holder_role_for(LeaseRequest *req)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("lease \"%s\" is held by another role",
 						text_to_cstring(req->name)),
-				 errdetail("Only the role that acquired a lease may renew, release or check it."),
+				 errdetail("Only the role that acquired a lease may renew, release or lock it, or proclaim or resign with it."),
 				 errhint("Members of role fencing_admin may act on any lease.")));
 	return holder.holder_role;
 }
 
 /*
- * Run a renew, release or check statement as the calling role.  When it
- * finds nothing, see whether the token is live but held by another role:
- * that is refused, unless the caller is a lease admin, who then acts with
- * the holder's role.
+ * Run a renew, release, check or proclaim statement as the calling role.
+ * When it finds nothing, see whether the token is live but held by another
+ * role: that is refused, unless the caller is a lease admin, who then acts
+ * with the holder's role.
+ *
+ * A renew, check or proclaim that succeeds holds the lease's row until the
+ * transaction ends, and counts only if that comes before the expiry it
+ * found: else the commit fails (events.c).  A renew made in time must not
+ * bring back, at a late commit, a lease that watchers saw expire.
  */
 static uint64
 run_as_holder(LeaseStatement stmt, LeaseRequest *req, LeaseResult *result)
 {
 	Oid			caller = GetUserId();
+	LeaseResult own;
 	uint64		processed;
 
+	if (result == NULL)
+		result = &own;
 	req->role = caller;
 	processed = fencing_run_lease_statement(stmt, req, result);
-	if (processed > 0)
-		return processed;
-	req->role = holder_role_for(req);
-	if (req->role == caller)
-		return processed;
-	return fencing_run_lease_statement(stmt, req, result);
+	if (processed == 0)
+	{
+		req->role = holder_role_for(req);
+		if (req->role != caller)
+			processed = fencing_run_lease_statement(stmt, req, result);
+	}
+	if (processed > 0 && (stmt == LEASE_RENEW || stmt == LEASE_LOCK ||
+						  stmt == LEASE_PROCLAIM))
+		fencing_keep_until_commit(VARDATA_ANY(req->name),
+								  VARSIZE_ANY_EXHDR(req->name), req->token,
+								  result->expires_at);
+	return processed;
 }
 
 /* ---- acquiring ---- */
@@ -915,16 +929,16 @@ fencing_lease_freed(text *name, int64 token, const char *event,
  * "check, then write" is atomic, and a renew after it upgrades nothing.
  */
 Datum
-fencing_lease_check(PG_FUNCTION_ARGS)
+fencing_lease_lock(PG_FUNCTION_ARGS)
 {
 	LeaseRequest req = {0};
 
 	req.name = fencing_name_arg(fcinfo, 0, "lease name");
 	req.token = fencing_token_arg(fcinfo, 1);
 	/* it locks the row: a writing call */
-	PreventCommandIfReadOnly("fencing.lease_check()");
+	PreventCommandIfReadOnly("fencing.lease_lock()");
 
-	if (run_as_holder(LEASE_CHECK, &req, NULL) != 1)
+	if (run_as_holder(LEASE_LOCK, &req, NULL) != 1)
 		PG_RETURN_BOOL(false);
 	/* the lease is current here, but what it fenced may be lost */
 	fencing_check_token_band(req.token);

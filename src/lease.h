@@ -35,7 +35,7 @@ typedef enum LeaseStatement
 	LEASE_AVAILABLE_AT,
 	LEASE_RENEW,
 	LEASE_RELEASE,
-	LEASE_CHECK,
+	LEASE_LOCK,
 	LEASE_HOLDER_ROLE,
 	LEASE_TAKEABLE,
 	LEASE_FORCE_RELEASE,
@@ -90,6 +90,9 @@ typedef struct LeaseResult
 								 * not released (its holder may watch it) */
 	TransactionId prepared_xid; /* AVAILABLE_AT: a prepared transaction
 								 * changed the row, not yet committed */
+	TimestampTz expires_at;		/* RENEW, CHECK, PROCLAIM: the expiry the
+								 * row had, by which the transaction must
+								 * commit (fencing_keep_until_commit) */
 } LeaseResult;
 
 /*
@@ -200,6 +203,9 @@ extern bool fencing_holder_lock(const char *name, int len, const char *holder,
 extern bool fencing_name_lock(const char *name, int len, int64 deadline);
 extern void fencing_name_unlock(const char *name, int len);
 extern void fencing_wake_waiters_at_commit(const char *name, int len);
+extern void fencing_keep_until_commit(const char *name, int len, int64 token,
+									  TimestampTz expires_at);
+extern void fencing_wait_for_keeping_commit(const char *name, int len);
 extern void fencing_notify(const char *event, const char *name, int len,
 						   int64 token, const char *holder);
 

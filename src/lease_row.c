@@ -42,6 +42,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
@@ -326,13 +327,13 @@ static bool
 finds_by_token(LeaseStatement stmt)
 {
 	return stmt == LEASE_RENEW || stmt == LEASE_RELEASE ||
-		stmt == LEASE_CHECK || stmt == LEASE_HOLDER_ROLE ||
+		stmt == LEASE_LOCK || stmt == LEASE_HOLDER_ROLE ||
 		stmt == LEASE_PROCLAIM;
 }
 
 /*
  * Find the statement's row as "snapshot" sees it.  Acquiring statements
- * name the slot; renew, release and check find the slot that has the
+ * name the slot; renew, release and lock find the slot that has the
  * token (tokens are never issued twice); a forced release, the first
  * slot it would end.
  */
@@ -441,7 +442,7 @@ qualifies(LeaseStatement stmt, TupleTableSlot *row, const LeaseRequest *req,
 				COL_ISNULL(row, COL_RELEASED_AT) && same_holder(row, req);
 		case LEASE_RENEW:
 		case LEASE_RELEASE:
-		case LEASE_CHECK:
+		case LEASE_LOCK:
 			return current_token(row, req) &&
 				DatumGetObjectId(COL(row, COL_HOLDER_ROLE)) == req->role &&
 				live(row, now);
@@ -854,6 +855,12 @@ store_result(LeaseStatement stmt, TupleTableSlot *row, LeaseResult *result)
 		case LEASE_HOLDER_ROLE:
 			result->holder_role = DatumGetObjectId(COL(row, COL_HOLDER_ROLE));
 			break;
+		case LEASE_RENEW:
+		case LEASE_LOCK:
+		case LEASE_PROCLAIM:
+			/* the row as found, before the statement changed it */
+			result->expires_at = DatumGetTimestampTz(COL(row, COL_EXPIRES_AT));
+			break;
 		case LEASE_AVAILABLE_AT:
 			result->available_now = !COL_ISNULL(row, COL_RELEASED_AT);
 			result->available_at = result->available_now ? 0 : free_at(row);
@@ -1003,7 +1010,7 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 {
 	bool		writes = writes_row(stmt);
 	LOCKMODE	lockmode = writes ? RowExclusiveLock :
-		stmt == LEASE_CHECK ? RowShareLock : AccessShareLock;
+		stmt == LEASE_LOCK ? RowShareLock : AccessShareLock;
 	FencingOwnerScope scope;
 	Relation	rel;
 	Relation	key;
@@ -1049,7 +1056,7 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 		{
 			saw_row(stmt, old, req, result);
 		}
-		else if (!writes && stmt != LEASE_CHECK)
+		else if (!writes && stmt != LEASE_LOCK)
 		{
 			store_result(stmt, old, result);
 			processed = 1;
@@ -1093,7 +1100,11 @@ run(LeaseStatement stmt, const LeaseRequest *req, LeaseResult *result,
 							saw_row(stmt, old, req, result);
 					}
 					else if (!writes)
+					{
+						slot_getallattrs(old);
+						store_result(stmt, old, result);
 						processed = 1;
+					}
 					else
 					{
 						slot_getallattrs(old);
@@ -1383,6 +1394,11 @@ fencing_refuse_held_kind(const LeaseRequest *req)
  * With the latest snapshot ("latest"), else the statement's (the
  * transaction's under REPEATABLE READ), judged by the clock reading "now".
  * False if there is no such row.
+ *
+ * A row that looks expired may be renewed by a commit under way, which
+ * read its clock before "now" but is not visible yet: wait for such a
+ * commit (events.c) and read again, so that "expired" is never followed
+ * by the same token live.
  */
 bool
 fencing_read_lease_row(text *name, int32 slot, int64 token, bool latest,
@@ -1394,6 +1410,7 @@ fencing_read_lease_row(text *name, int32 slot, int64 token, bool latest,
 	TupleTableSlot *row;
 	Snapshot	snapshot;
 	IndexScanDesc scan;
+	bool		waited = false;
 
 	memset(state, 0, sizeof(LeaseRowState));
 	state->now = now;
@@ -1406,20 +1423,32 @@ fencing_read_lease_row(text *name, int32 slot, int64 token, bool latest,
 	/* see what this transaction did so far, as each SQL statement does */
 	if (!latest)
 		CommandCounterIncrement();
-	snapshot = RegisterSnapshot(latest ? GetLatestSnapshot() :
-								GetTransactionSnapshot());
-	scan = begin_name_scan(rel, key, snapshot, name, slot);
-	while (index_getnext_slot(scan, ForwardScanDirection, row))
+	for (;;)
 	{
-		slot_getallattrs(row);
-		if (slot >= 0 ||
-			DatumGetInt64(COL(row, COL_TOKEN)) == token ||
-			(!COL_ISNULL(row, COL_PREV_TOKEN) &&
-			 DatumGetInt64(COL(row, COL_PREV_TOKEN)) == token))
+		snapshot = RegisterSnapshot(latest ? GetLatestSnapshot() :
+									GetTransactionSnapshot());
+		scan = begin_name_scan(rel, key, snapshot, name, slot);
+		while (index_getnext_slot(scan, ForwardScanDirection, row))
 		{
-			state->found = true;
-			break;
+			slot_getallattrs(row);
+			if (slot >= 0 ||
+				DatumGetInt64(COL(row, COL_TOKEN)) == token ||
+				(!COL_ISNULL(row, COL_PREV_TOKEN) &&
+				 DatumGetInt64(COL(row, COL_PREV_TOKEN)) == token))
+			{
+				state->found = true;
+				break;
+			}
 		}
+		if (waited || !state->found || !COL_ISNULL(row, COL_RELEASED_AT) ||
+			live(row, now) || RecoveryInProgress())
+			break;
+		index_endscan(scan);
+		UnregisterSnapshot(snapshot);
+		state->found = false;
+		fencing_wait_for_keeping_commit(VARDATA_ANY(name),
+										VARSIZE_ANY_EXHDR(name));
+		waited = true;
 	}
 	if (state->found)
 	{
@@ -1462,7 +1491,7 @@ fencing_lease_row_statement(LeaseStatement stmt)
 		case LEASE_TAKEABLE:
 		case LEASE_RENEW:
 		case LEASE_RELEASE:
-		case LEASE_CHECK:
+		case LEASE_LOCK:
 		case LEASE_HOLDER_ROLE:
 		case LEASE_FORCE_RELEASE:
 		case LEASE_AVAILABLE_AT:
@@ -1490,7 +1519,7 @@ fencing_run_lease_row(LeaseStatement stmt, const LeaseRequest *req,
 void
 fencing_check_lease_snapshot(LeaseStatement probe, const LeaseRequest *req)
 {
-	Assert(!writes_row(probe) && probe != LEASE_CHECK);
+	Assert(!writes_row(probe) && probe != LEASE_LOCK);
 	if (!IsolationUsesXactSnapshot())
 		return;
 	if (run(probe, req, NULL, true, true) > 0 &&

@@ -154,9 +154,9 @@ cmp_ok($l1_new, '>', $l1_tail,
 	"L1 re-acquired by its holder after promotion: $l1_new > $l1_tail (old primary's)");
 is(acquire($standby, 'L1', 'B', '1 hour'), '',
 	'L1 is still held by A: another holder gets NULL');
-is($standby->safe_psql('postgres', "SELECT fencing.lease_check('L1', $l1_tail)"),
+is($standby->safe_psql('postgres', "SELECT fencing.lease_lock('L1', $l1_tail)"),
 	'f', 'the old primary\'s L1 token is not valid on the new primary');
-is($standby->safe_psql('postgres', "SELECT fencing.lease_check('L1', $l1_new)"),
+is($standby->safe_psql('postgres', "SELECT fencing.lease_lock('L1', $l1_new)"),
 	't', 'the new L1 token is');
 
 # L3 exists only on the old primary; here it is created anew.

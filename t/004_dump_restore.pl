@@ -86,9 +86,9 @@ sub check_restored
 		"$what: all " . scalar(@t) . " new tokens > every source token ($src_max)");
 	is(acquire($node, 'L3', 'X', '1 hour', $db), '',
 		"$what: restored lease L3 is still held by C");
-	is($node->safe_psql($db, "SELECT fencing.lease_check('L1', $l1n)"),
+	is($node->safe_psql($db, "SELECT fencing.lease_lock('L1', $l1n)"),
 		't', "$what: L1's new token is current");
-	is($node->safe_psql($db, "SELECT fencing.lease_check('L1', $l1)"),
+	is($node->safe_psql($db, "SELECT fencing.lease_lock('L1', $l1)"),
 		'f', "$what: L1's restored token is not");
 	return @t;
 }

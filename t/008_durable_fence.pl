@@ -13,12 +13,12 @@
 # lease L with token a (1 s) and lets it expire; B takes it with token b;
 # B writes with b, acknowledged, through
 #   files   fence_advance in the SET list,
-#   checked fence_check in the WHERE clause (SET fence = b),
+#   checked fence_allows in the WHERE clause (SET fence = b),
 #   guarded the fence_guard trigger (SET fence = b),
 #   jobs    the job-queue recipe (A's claim expired, B reclaims, completes);
 # immediate stop, start: B's writes are all there and every write of A's
 # with token a is refused (LF001, both tokens named; 0 rows for
-# fence_check).  Played twice.
+# fence_allows).  Played twice.
 #
 # Part 2, the same under concurrent fenced-write load, three crash cycles.
 # Four writers (synchronous_commit = off) take fresh tokens with
@@ -97,7 +97,7 @@ BEGIN
      WHERE id = rid;
   ELSIF form = 'checked' THEN
     UPDATE checked SET val = v, fence = tok
-     WHERE id = rid AND fencing.fence_check(fence, tok);
+     WHERE id = rid AND fencing.fence_allows(fence, tok);
   ELSE
     UPDATE guarded SET val = v, fence = tok WHERE id = rid;
   END IF;
@@ -169,7 +169,7 @@ SELECT 'jobs', job_queue.complete($s->{job}, $s->{jb}, '{"by": "B"}');
 UPDATE files SET val = 'by B', fence = fencing.fence_advance(fence, $s->{b})
  WHERE id = $rid RETURNING 'files', fence;
 UPDATE checked SET val = 'by B', fence = $s->{b}
- WHERE id = $rid AND fencing.fence_check(fence, $s->{b}) RETURNING 'checked', fence;
+ WHERE id = $rid AND fencing.fence_allows(fence, $s->{b}) RETURNING 'checked', fence;
 UPDATE guarded SET val = 'by B', fence = $s->{b} WHERE id = $rid
  RETURNING 'guarded', fence;
 });
@@ -202,7 +202,7 @@ sub story_check
 		"$what: files: A's stale write is refused naming tokens $a and $b")
 	  or diag("rc $rc: $out $err");
 	($rc, $out, $err) = run_sql(
-		"UPDATE checked SET val = 'by A (stale)', fence = $a WHERE id = $rid AND fencing.fence_check(fence, $a)");
+		"UPDATE checked SET val = 'by A (stale)', fence = $a WHERE id = $rid AND fencing.fence_allows(fence, $a)");
 	is("$rc $out", "0 ", "$what: checked: A's stale write matches no row");
 	($rc, $out, $err) = run_sql(
 		"UPDATE guarded SET val = 'by A (stale)', fence = $a WHERE id = $rid");
@@ -259,8 +259,8 @@ SELECT pg_current_wal_flush_lsn() >= :'lsn';});
 		  "UPDATE files SET val = 'f1', fence = fencing.fence_advance(fence, $tok[0]) WHERE id = $rid",
 		"files: fence_advance to a newer token, allow_same" =>
 		  "UPDATE files SET val = 'f2', fence = fencing.fence_advance(fence, $tok[1], true) WHERE id = $rid",
-		"checked: fence_check true" =>
-		  "UPDATE checked SET val = 'c1', fence = $tok[0] WHERE id = $rid AND fencing.fence_check(fence, $tok[0])",
+		"checked: fence_allows true" =>
+		  "UPDATE checked SET val = 'c1', fence = $tok[0] WHERE id = $rid AND fencing.fence_allows(fence, $tok[0])",
 		"guarded: a token put in the fence" =>
 		  "UPDATE guarded SET val = 'g1', fence = $tok[0] WHERE id = $rid",
 		"guarded: a newer declared token stamped" =>
@@ -271,7 +271,7 @@ SELECT pg_current_wal_flush_lsn() >= :'lsn';});
 	for my $what (
 		"files: fence_advance from NULL",
 		"files: fence_advance to a newer token, allow_same",
-		"checked: fence_check true",
+		"checked: fence_allows true",
 		"guarded: a token put in the fence",
 		"guarded: a newer declared token stamped",
 		"guarded: INSERT with a token")

@@ -63,7 +63,7 @@ is($s1->safe_psql('postgres', "UPDATE items SET v = 'by B', fence = $tb WHERE id
 	'by B', "B's fenced write on S1 is acknowledged");
 push @s1_tokens, $tb;
 # A on S1: its token is from before S1's band
-my ($ret, $out, $err) = $s1->psql('postgres', "SELECT fencing.lease_check('job', $ta)");
+my ($ret, $out, $err) = $s1->psql('postgres', "SELECT fencing.lease_lock('job', $ta)");
 is($out, 'f', "A's token is not current on S1 (B holds the lease)");
 $s1->stop('immediate');
 
@@ -81,9 +81,9 @@ is($s2->safe_psql('postgres', 'SELECT fence FROM items WHERE id = 1'),
 
 # lost tail: A's lease row survived, but what it fenced may not have
 my $refusals = 0;
-($ret, $out, $err) = $s2->psql('postgres', "SELECT fencing.lease_check('job', $ta)");
+($ret, $out, $err) = $s2->psql('postgres', "SELECT fencing.lease_lock('job', $ta)");
 like($err, qr/ERROR:  lease of fencing token $ta was lost at failover/,
-	"S2 refuses A's lease_check: its token is from before S2's band");
+	"S2 refuses A's lease_lock: its token is from before S2's band");
 $refusals++ if $err =~ /lost at failover/;
 like($err, qr/DETAIL:  Token $ta was issued before this database's token band, which starts at \d+/,
 	'the detail names the token and the band start');
@@ -119,7 +119,7 @@ is(scalar(@reissued), 0, 'no token of S1 or P is reissued by S2');
 my $max_ack = max(@s1_tokens, @p_tokens);
 my @below = grep { $_ <= $max_ack } @s2_tokens;
 is(scalar(@below), 0, "none of S2's tokens is below one acknowledged before ($max_ack)");
-is($s2->safe_psql('postgres', "SELECT fencing.lease_check('job', $ta2)"),
+is($s2->safe_psql('postgres', "SELECT fencing.lease_lock('job', $ta2)"),
 	't', 'A, re-acquired on S2, holds the lease with its new token');
 is($s2->safe_psql('postgres', "UPDATE items SET v = 'by A again', fence = $ta2 WHERE id = 1 RETURNING v"),
 	'by A again', "and writes with it");

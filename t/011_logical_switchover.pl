@@ -92,7 +92,7 @@ $sub->safe_psql('postgres', 'ALTER SUBSCRIPTION s DISABLE; ALTER SUBSCRIPTION sc
 
 # Until the subscriber issues a token of its own it only compares
 # numbers: A's replicated lease is still A's
-is($sub->safe_psql('postgres', "SELECT fencing.lease_check('writer', $ta_last)"),
+is($sub->safe_psql('postgres', "SELECT fencing.lease_lock('writer', $ta_last)"),
 	't', 'before its first token the subscriber accepts the replicated lease');
 my ($ret, $out, $err);
 
@@ -121,7 +121,7 @@ $refused++ if $err =~ /stale/;
 like($err, qr/fencing token $ta_last was lost at failover|lease of fencing token $ta_last was lost/,
 	"A's write to a row B never wrote is refused too: its token is from before the subscriber's band");
 $refused++ if $err =~ /lost at failover/;
-is($sub->safe_psql('postgres', "SELECT fencing.lease_check('writer', $ta_last)"),
+is($sub->safe_psql('postgres', "SELECT fencing.lease_lock('writer', $ta_last)"),
 	'f', "A's token is not current on the subscriber");
 ($ret, $out, $err) = $sub->psql('postgres', "SELECT fencing.lease_renew('other', $tc, '1 hour')");
 like($err, qr/lease of fencing token $tc was lost at failover/,

@@ -87,14 +87,14 @@ like($err, qr/HINT:  Stop writing with this token and acquire the lease again/,
 	"UPDATE jobs SET state = 'by C', fence = fencing.fence_advance(fence, $tc) WHERE id = 1");
 like($err, qr/lost at failover/, 'so is the same write through fence_advance');
 ($ret, $out, $err) = $s->psql('postgres',
-	"SELECT fencing.lease_check('job-1', $ta)");
+	"SELECT fencing.lease_lock('job-1', $ta)");
 like($err, qr/lease of fencing token $ta was lost at failover/,
-	"A's lease row survived, but lease_check refuses its token");
+	"A's lease row survived, but lease_lock refuses its token");
 ($ret, $out, $err) = $s->psql('postgres',
 	"SELECT fencing.lease_renew('job-1', $ta, '1 hour')");
 like($err, qr/lost at failover/, 'and lease_renew');
 $s->psql('postgres',
-	"DO \$\$ BEGIN PERFORM fencing.lease_check('job-1', $ta); "
+	"DO \$\$ BEGIN PERFORM fencing.lease_lock('job-1', $ta); "
 	  . "EXCEPTION WHEN OTHERS THEN RAISE NOTICE 'sqlstate %', SQLSTATE; END \$\$",
 	stderr => \my $notice);
 like($notice, qr/sqlstate LF005/, 'SQLSTATE LF005');

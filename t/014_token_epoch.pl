@@ -85,7 +85,7 @@ like($err, qr/ERROR:  LF007: fencing epoch 1 is not greater than the epoch 1 of 
 	'the epoch copied from P is not new: LF007');
 like($err, qr/HINT:  The HA manager's pre-promote hook must write a greater epoch to "fencing_epoch"/,
 	'with a hint for the HA manager');
-($ret, $out, $err) = $s2->psql('postgres', "SELECT fencing.lease_check('job', $ta)");
+($ret, $out, $err) = $s2->psql('postgres', "SELECT fencing.lease_lock('job', $ta)");
 like($err, qr/fencing epoch 1 is not greater/,
 	'a lease check needs the new band too, and refuses');
 unlink $s2->data_dir . '/fencing_epoch';
@@ -112,7 +112,7 @@ my @dup = grep { $acked{$_} } @s2_tokens;
 my @below = grep { $_ <= max(@p_tokens, @s1_tokens) } @s2_tokens;
 is(scalar(@dup), 0, 'no token reissued');
 is(scalar(@below), 0, 'none below one acknowledged before');
-($ret, $out, $err) = $s2->psql('postgres', "SELECT fencing.lease_check('job', $ta)");
+($ret, $out, $err) = $s2->psql('postgres', "SELECT fencing.lease_lock('job', $ta)");
 like($err, qr/lease of fencing token $ta was lost at failover/,
 	"A's lease from P must be acquired again on S2");
 diag sprintf('epoch mode: %d tokens (P %d, S1 %d, S2 %d), %d reissued, %d below an acknowledged one',

@@ -233,7 +233,7 @@ for my $cut (@cuts)
 	restore_cut($p, $pristine, $cut);
 	$p->start;
 	my $lost = qr/lease of fencing token $th was lost at failover/;
-	($ret, $out, $err) = $p->psql('postgres', "SELECT fencing.lease_check('M', $th)");
+	($ret, $out, $err) = $p->psql('postgres', "SELECT fencing.lease_lock('M', $th)");
 	if (lsn_value($cut->{lsn}) > lsn_value($entry_base))
 	{
 		like($err, $lost,
@@ -245,7 +245,7 @@ for my $cut (@cuts)
 	}
 	$next = $p->safe_psql('postgres', 'SELECT fencing.next_token()');
 	cmp_ok($next, '>', $max, "crash, WAL ends $cut->{what}: the next token $next exceeds $max");
-	($ret, $out, $err) = $p->psql('postgres', "SELECT fencing.lease_check('M', $th)");
+	($ret, $out, $err) = $p->psql('postgres', "SELECT fencing.lease_lock('M', $th)");
 	if (lsn_value($cut->{lsn}) <= lsn_value($arrival_mark))
 	{
 		# inside the raise, or before or after it: no band entry was due

@@ -193,18 +193,18 @@ sub upgrade
 }
 
 my ($new, $th, @before) = upgrade('clock', 0);
-is($new->safe_psql('postgres', "SELECT fencing.lease_check('L', $th)"), 't',
+is($new->safe_psql('postgres', "SELECT fencing.lease_lock('L', $th)"), 't',
 	'clock mode, after pg_upgrade: before any token, the lease held across it checks true (numbers only)');
 my @after = tokens($new, 3);
 cmp_ok($after[0], '>', (sort { $b <=> $a } @before)[0],
 	'the first token after pg_upgrade is above every token before it');
 is($after[0], band_start($new), 'it starts a band: pg_upgrade restores the token state');
 my ($ret, $out);
-($ret, $out, $err) = $new->psql('postgres', "SELECT fencing.lease_check('L', $th)");
+($ret, $out, $err) = $new->psql('postgres', "SELECT fencing.lease_lock('L', $th)");
 like($err, qr/lease of fencing token $th was lost at failover/,
 	'the lease held across pg_upgrade is refused from then on (LF005)');
 my $tn = acquire($new, 'L', 'H');
-is($new->safe_psql('postgres', "SELECT fencing.lease_check('L', $tn)"), 't',
+is($new->safe_psql('postgres', "SELECT fencing.lease_lock('L', $tn)"), 't',
 	'and its holder acquires it again');
 $new->stop;
 

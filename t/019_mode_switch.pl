@@ -65,7 +65,7 @@ chomp $t1;
 cmp_ok($t1, '>', 1700000000000000,
 	"after the switch to clock mode, the same session's next token is at the clock ($t1)");
 is($t1, band_start($p), 'it starts a band');
-my ($ret, $out, $err) = $p->psql('postgres', "SELECT fencing.lease_check('L', $th)");
+my ($ret, $out, $err) = $p->psql('postgres', "SELECT fencing.lease_lock('L', $th)");
 like($err, qr/lease of fencing token $th was lost at failover/,
 	'a lease held across the switch is refused (LF005)');
 $live->quit;

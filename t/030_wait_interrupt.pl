@@ -391,7 +391,7 @@ cmp_ok($w50, '<', 50 + 5 * $b50,
 cmp_ok($w95, '<', 50 + 5 * $b95,
 	sprintf('renew with %d waiters: p95 %.3f ms (%.3f ms without)', $n_idle, $w95, $b95));
 is( run_sql($holder,
-		"SELECT fencing.lease_check('wait_idle', $itok);"),
+		"SELECT fencing.lease_lock('wait_idle', $itok);"),
 	't', 'the holder checks its lease while they wait');
 
 # the holder releases: one waiter gets the lease, the others sleep again

@@ -4,7 +4,7 @@
 # another transaction.
 #
 #   - An acquire's wait is bounded while another transaction holds the row
-#     (a holder's lease_check in an open transaction, past its TTL; an
+#     (a holder's lease_lock in an open transaction, past its TTL; an
 #     uncommitted creation of the lease; a semaphore's last slot): a
 #     try-once acquire returns NULL at once, one with a wait at its
 #     deadline.  The holder's own renew and check are refused once its
@@ -139,7 +139,7 @@ sub wait_expired
 }
 
 # the holder's open transaction keeps the row locked (FOR NO KEY UPDATE,
-# the lock lease_check takes, taken here by hand so that the lease can
+# the lock lease_lock takes, taken here by hand so that the lease can
 # expire under it without a race against the clock) past the lease's TTL
 my $tok = val("SELECT fencing.lease_acquire('rl', 'A', '1 s')");
 $holder->query_safe('BEGIN');
@@ -313,7 +313,7 @@ my $faketime = (grep { -e $_ } glob('/usr/lib/*/faketime/libfaketime.so.1'))[0];
 SKIP:
 {
 	# test/deps.sh installs it for CI (Debian: libfaketime)
-	skip 'libfaketime not installed', 14 unless defined $faketime;
+	skip 'libfaketime not installed', 18 unless defined $faketime;
 
 	$node = PostgreSQL::Test::Cluster->new('clockstep');
 	$node->init;
@@ -348,11 +348,20 @@ SKIP:
 		my ($lease, $call) = @_;
 		my $t = val("SELECT fencing.lease_acquire('$lease', 'A', '1 h')");
 		$holder->query_safe('BEGIN');
-		$holder->query_safe("SELECT fencing.lease_check('$lease', $t)");
+		$holder->query_safe("SELECT fencing.lease_lock('$lease', $t)");
 		start_query($caller, sprintf($call, $t));
 		ok(wait_for_lock_wait('caller'), "$lease: the call waits for the row");
 		$step_clock->(2);
 		return $t;
+	};
+
+	# the holder's transaction checked the lease, which has expired since:
+	# its COMMIT fails (LF022), and ends the transaction all the same
+	my $holder_commit_refused = sub {
+		$holder->query('COMMIT');
+		like($holder->{stderr}, qr/expired before the transaction that renewed or checked it committed/,
+			'the check\'s transaction cannot commit after the expiry');
+		$holder->{stderr} = '';
 	};
 
 	# the holder's own renew and check, in the transaction that holds the
@@ -360,17 +369,17 @@ SKIP:
 	$tok = $lock_then_expire->('rj', "SELECT fencing.lease_renew('rj', %s, '1 h')");
 	is(qs($holder, "SELECT fencing.lease_renew('rj', $tok, '1 h')"),
 		'f', 'the holder\'s renew in the transaction that holds the row: false');
-	is(qs($holder, "SELECT fencing.lease_check('rj', $tok)"),
+	is(qs($holder, "SELECT fencing.lease_lock('rj', $tok)"),
 		'f', 'and its check: the row lock does not keep the lease');
-	$holder->query_safe('COMMIT');
+	$holder_commit_refused->();
 	($out, $err) = finish_query($caller);
 	is($out . $err, 'f', 'a renew that waited past the expiry: false');
 	is(val("SELECT renewals || ' ' || (expires_at < clock_timestamp()) FROM fencing.leases WHERE name = 'rj'"),
 		'0 true', 'and the lease is as it was: not renewed, expired');
 
 	$caller->query_safe('BEGIN');
-	$tok = $lock_then_expire->('rk', "SELECT fencing.lease_check('rk', %s)");
-	$holder->query_safe('COMMIT');
+	$tok = $lock_then_expire->('rk', "SELECT fencing.lease_lock('rk', %s)");
+	$holder_commit_refused->();
 	($out, $err) = finish_query($caller);
 	is($out . $err, 'f', 'a check that waited past the expiry: false');
 	($out, $err) = timed($other,
@@ -380,14 +389,14 @@ SKIP:
 	$caller->query_safe('COMMIT');
 
 	$tok = $lock_then_expire->('rr', "SELECT fencing.lease_release('rr', %s)");
-	$holder->query_safe('COMMIT');
+	$holder_commit_refused->();
 	($out, $err) = finish_query($caller);
 	is($out . $err, 'f', 'a release that waited past the expiry: false');
 	is(val("SELECT releases || ' ' || (released_at IS NULL) FROM fencing.leases WHERE name = 'rr'"),
 		'0 true', 'and nothing was released');
 
 	$tok = $lock_then_expire->('rf', "SELECT fencing.lease_force_release('rf')");
-	$holder->query_safe('COMMIT');
+	$holder_commit_refused->();
 	($out, $err) = finish_query($caller);
 	is($out . $err, 'f', 'a forced release that waited past the expiry: nothing to end');
 	is(val("SELECT releases FROM fencing.leases WHERE name = 'rf'"),

@@ -5,7 +5,7 @@
 # it is not permissive.
 #
 # test/torture/lin/run.py runs six Python client processes for 30 s that acquire
-# (with and without a wait), renew, release and check leases and semaphore
+# (with and without a wait), renew, release and lock leases and semaphore
 # slots with TTLs of 80-400 ms, while the driver freezes clients with
 # SIGSTOP and cancels their statements.  Every call is recorded with its
 # invocation and response time; test/torture/lin/check.py then searches, name by
@@ -14,12 +14,12 @@
 # worth the name.  Then the checker must reject: the recorded history with
 # two tokens swapped, and with a TTL shortened to 1 ms; and two histories
 # recorded on 83fed51 (issue 23): a lease granted after a wait behind a
-# lease_check transaction with a clock reading from before the wait
+# lease_lock transaction with a clock reading from before the wait
 # (item 1), and a semaphore slot granted while a lease of the same name
 # was held (item 5).
 #
 # Scenario families (run.py --help).  Enabled here: those whose defects
-# are fixed (txcheck: lease_check in transactions held past the TTL,
+# are fixed (txcheck: lease_lock in transactions held past the TTL,
 # items 1 and 3; 2pc: releases in prepared transactions, item 9; mixed:
 # lease_acquire and semaphore_acquire on one name, item 5, which the
 # model now expects to be refused with LF021 while the name is held as

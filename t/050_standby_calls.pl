@@ -3,7 +3,7 @@
 # 050_standby_calls.pl: every function that issues a token or writes a
 # lease row, called on a hot standby, fails with SQLSTATE 25006 and a
 # message that says why, without waiting and without side effects; the
-# functions that only compute (fence_check, fence_allows, fence_advance,
+# functions that only compute (fence_allows, fence_advance,
 # expect_rows) and the views work there; and nothing changes on the
 # primary.
 use strict;
@@ -137,12 +137,12 @@ my @refused = (
 		'cannot execute fencing.lease_release() in a read-only transaction'
 	],
 	[
-		"SELECT fencing.lease_check('held', $t_held)",
-		'cannot execute fencing.lease_check() in a read-only transaction'
+		"SELECT fencing.lease_lock('held', $t_held)",
+		'cannot execute fencing.lease_lock() in a read-only transaction'
 	],
 	[
-		"SELECT fencing.lease_check('expired', $t_exp)",
-		'cannot execute fencing.lease_check() in a read-only transaction'
+		"SELECT fencing.lease_lock('expired', $t_exp)",
+		'cannot execute fencing.lease_lock() in a read-only transaction'
 	],
 	[
 		"SELECT fencing.lease_force_release('held')",
@@ -191,11 +191,11 @@ is("$state $msg", '25006 cannot execute fencing.lease_renew() in a read-only tra
 # what works on a standby
 is( $standby->safe_psql(
 		'postgres',
-		'SELECT fencing.fence_check(1, 2), fencing.fence_check(2, 1), '
-		  . 'fencing.fence_allows(2, 2), fencing.fence_advance(1, 2), '
+		'SELECT fencing.fence_allows(1, 2), fencing.fence_allows(2, 1), '
+		  . 'fencing.fence_allows(2, 2, true), fencing.fence_advance(1, 2), '
 		  . 'fencing.fence_advance(2, 2, true), fencing.expect_rows(1)'),
 	't|f|t|2|2|1',
-	'standby: fence_check, fence_allows, fence_advance and expect_rows work');
+	'standby: fence_allows, fence_advance and expect_rows work');
 ($state, $msg) = on_standby('SELECT fencing.fence_advance(10, 5)');
 is("$state $msg", 'LF001 fencing token 5 is stale',
 	'standby: a stale fence_advance is refused (LF001), not masked by the counter');
@@ -248,7 +248,7 @@ my $counter = $primary->safe_psql('postgres',
 	'SELECT last_value FROM fencing.token_seq');
 is($primary->safe_psql('postgres', 'SELECT fencing.next_token()'),
 	$counter + 1, 'the primary issues the very next token: none was used up');
-is($primary->safe_psql('postgres', "SELECT fencing.lease_check('held', $t_held)"),
+is($primary->safe_psql('postgres', "SELECT fencing.lease_lock('held', $t_held)"),
 	't', "the primary's lease is still held with its token");
 my $t_after = $primary->safe_psql('postgres',
 	"SELECT fencing.lease_acquire('after', 'bob', '1 min')");

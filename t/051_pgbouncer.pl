@@ -139,9 +139,9 @@ is( on_backend(
 is( on_backend(
 		'c', $p1, qq{
 	BEGIN;
-	SELECT fencing.lease_check('pgb_shared', $t);
+	SELECT fencing.lease_lock('pgb_shared', $t);
 	WITH u AS (UPDATE appdata.story SET state = 'by worker', fence = $t
-				WHERE id = 2 AND fencing.fence_check(fence, $t) RETURNING 1)
+				WHERE id = 2 AND fencing.fence_allows(fence, $t) RETURNING 1)
 	SELECT count(*) FROM u;
 	SELECT pg_backend_pid();
 	COMMIT;}),
@@ -181,7 +181,7 @@ my $t_b = $c{b}->query("SELECT fencing.lease_acquire('pgb_story', 'B', '10 s')")
 cmp_ok($t_b, '>', $t_a, "after 1.5 s B takes over with token $t_b");
 is( $c{b}->query(
 		"WITH u AS (UPDATE appdata.story SET state = 'written by B', fence = $t_b "
-		  . "WHERE id = 1 AND fencing.fence_check(fence, $t_b) RETURNING 1) "
+		  . "WHERE id = 1 AND fencing.fence_allows(fence, $t_b) RETURNING 1) "
 		  . 'SELECT count(*) FROM u'),
 	'1',
 	'B writes: 1 row');
@@ -189,10 +189,10 @@ is($c{a}->query("SELECT fencing.lease_renew('pgb_story', $t_a, '1 s')"),
 	'f', "A wakes up: its renew says it lost the lease");
 is( $c{a}->query(
 		"WITH u AS (UPDATE appdata.story SET state = 'written by A', fence = $t_a "
-		  . "WHERE id = 1 AND fencing.fence_check(fence, $t_a) RETURNING 1) "
+		  . "WHERE id = 1 AND fencing.fence_allows(fence, $t_a) RETURNING 1) "
 		  . 'SELECT count(*) FROM u'),
 	'0',
-	"A's fenced write (fence_check) changes 0 rows");
+	"A's fenced write (fence_allows) changes 0 rows");
 my ($out, $err) = $c{a}->query(
 	"UPDATE appdata.story SET state = 'written by A', "
 	  . "fence = fencing.fence_advance(fence, $t_a) WHERE id = 1");
@@ -232,7 +232,7 @@ for r in range(rounds):
         cur.execute(
             "WITH u AS (UPDATE appdata.rows SET fence = %(t)s, writer = %(h)s,"
             "                  writes = writes + 1"
-            "            WHERE id = %(i)s AND fencing.fence_check(fence, %(t)s)"
+            "            WHERE id = %(i)s AND fencing.fence_allows(fence, %(t)s)"
             "            RETURNING id, fence)"
             " INSERT INTO appdata.history (id, token, writer)"
             " SELECT id, fence, %(h)s FROM u RETURNING pg_backend_pid()",
@@ -256,7 +256,7 @@ for r in range(rounds):
         else:
             cur.execute(
                 "UPDATE appdata.rows SET writer = %s WHERE id = %s"
-                " AND fencing.fence_check(fence, %s) RETURNING pg_backend_pid()",
+                " AND fencing.fence_allows(fence, %s) RETURNING pg_backend_pid()",
                 (holder, i, token))
             log(kind='again', w=w, row=i, token=token, accepted=cur.rowcount == 1)
     cur.execute("SELECT fencing.lease_renew(%s, %s, '30 s'), pg_backend_pid()",

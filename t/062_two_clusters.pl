@@ -107,7 +107,7 @@ is(write_advance('A', $ta), '', 'A bumps the counter on data with its token');
 # A pauses (a GC pause, a frozen VM); B waits on "locks" for the lease
 my $tb = acquire($locks, 'B', '1 hour', '30 seconds');
 cmp_ok($tb, '>', $ta, "B waited out A's lease and took it over: token $tb");
-is($locks->safe_psql('postgres', "SELECT fencing.lease_check('report-writer', $ta)"),
+is($locks->safe_psql('postgres', "SELECT fencing.lease_lock('report-writer', $ta)"),
 	'f', "A's token is no longer current on locks (A does not know)");
 is(write_guarded('B', $tb), '', "B writes the guarded file on data with its token");
 is(write_advance('B', $tb), '', 'B bumps the counter on data');

@@ -15,13 +15,17 @@
 # in arrival order); exec failures (126, 127); signals passed through,
 # the second SIGINT, signals while waiting; the lease refused (121, also
 # LF005) with SIGTERM then SIGKILL; the runner frozen with SIGSTOP past its
-# TTL while another takes over, and its command's fenced write refused
-# with LF001 (122); a renewal that hangs; the server stopped under a
-# command (stopped before the lease could expire); a restart with the
-# lease intact; what the command leaves behind in its process group;
-# fencing-lock killed (its command too) and the takeover time; the stop
-# time; pgbouncer in transaction mode; a terminal.
-#
+# TTL (its supervisor stops the command in time), and both frozen (the
+# command's fenced write refused with LF001); a renewal that hangs; the
+# server stopped under a command (stopped before the lease could expire);
+# a restart with the lease intact; what the command leaves behind, in its
+# group or not; fencing-lock killed (its command too) and the takeover
+# time; the stop time; what holds up or kills one of fencing-lock's two
+# processes (a stderr nobody reads, SIGTSTP, other signals, a zombie,
+# timeout(1), PDEATHSIG cleared, a resolver that hangs, closed stdout and
+# stderr) and a command's status that is one of fencing-lock's; pgbouncer
+# in transaction mode; a terminal.
+
 # FENCING_LOCK_RUNS (default 3): runs of each timing measurement, for each
 # TTL in seconds of FENCING_LOCK_TTLS (default 2), reported with note().
 use strict;
@@ -35,6 +39,7 @@ use lib "$FindBin::RealBin/lib";
 use FencingTest;
 use IPC::Run;
 use POSIX ();
+use Fcntl ();
 use Time::HiRes qw(time usleep);
 
 my $prog = 'fencing-lock';
@@ -51,7 +56,8 @@ END { kill 'KILL', @leftovers if @leftovers }
 
 my $node = PostgreSQL::Test::Cluster->new('lock');
 $node->init;
-$node->append_conf('postgresql.conf', "max_connections = 60\n");
+# TCP too: a host name to look up (the resolver that hangs)
+$node->append_conf('postgresql.conf', "max_connections = 60\nlisten_addresses = '127.0.0.1'\n");
 $node->start;
 $node->safe_psql(
 	'postgres', q{
@@ -80,9 +86,9 @@ append_to_file($cmd, <<'PERL');
 #   die_on=SIG,..  SIG kills it (default action); other signals are recorded only
 #   exit_on=SIG:N  SIG makes it exit N
 #   exit=N         its exit status once DIR/TAG.go exists
-#   orphan=MODE    fork a child first (same group; MODE setsid: a session of
-#                  its own), which records its signals as "orphan_sig"; with
-#                  MODE stubborn it ignores SIGTERM
+#   orphan=MODE    fork a child first (same group; MODE with setsid: a
+#                  session of its own), which records its signals as
+#                  "orphan_sig"; MODE with stubborn: it ignores SIGTERM
 use strict;
 use warnings;
 use POSIX ();
@@ -119,12 +125,12 @@ if ($o{orphan})
 		# as a daemon does: not holding the output fencing-lock's caller reads
 		open(STDOUT, '>', '/dev/null') or die;
 		open(STDERR, '>', '/dev/null') or die;
-		POSIX::setsid() if $o{orphan} eq 'setsid';
+		POSIX::setsid() if $o{orphan} =~ /setsid/;
 		for my $sig (@sigs)
 		{
 			$SIG{$sig} = sub {
 				rec('orphan_sig', $sig);
-				exit 0 unless $o{orphan} eq 'stubborn' && $sig eq 'TERM';
+				exit 0 unless $o{orphan} =~ /stubborn/ && $sig eq 'TERM';
 			};
 		}
 		rec('orphan', "$$ " . getpgrp());
@@ -297,6 +303,14 @@ my @bad = (
 		[ '--ttl', '30s', '--renew-every', '25s', 'bad', '--', 'true' ],
 		'--renew-every (25 s), --call-timeout (5 s) and --grace (5 s) add up to more than --ttl (30 s)'
 	],
+	# durations that overflowed 64 bits on the way in (to a negative grace)
+	[
+		[ '--ttl', '3s', '--grace', '0.200000000d', 'bad', '--', 'true' ],
+		'--renew-every (1 s), --call-timeout (500 ms) and --grace (17280 s) add up to more than --ttl (3 s)'
+	],
+	[ [ '--grace', '99999999999999999999d', 'bad', '--', 'true' ], '--grace must be at most 1 day' ],
+	[ [ '--grace', '0.99999999999999999999999d', 'bad', '--', 'true' ], '--renew-every (10 s), --call-timeout (5 s) and --grace (86400 s) add up to more than --ttl (30 s)' ],
+	[ [ '--grace', '-1s', 'bad', '--', 'true' ], 'invalid value "-1s" for option --grace' ],
 	[
 		[ '--ttl', '1s', '--grace', '0.6s', 'bad', '--', 'true' ],
 		'--renew-every (333.333 ms), --call-timeout (166.666 ms) and --grace (600 ms) add up to more than --ttl (1 s)'
@@ -530,31 +544,68 @@ like($err, qr/lease "band" lost: lost at a failover of the server: .*\(SQLSTATE 
 like($err, qr/the command was killed by SIGTERM after the lease was lost/, 'the command stopped at SIGTERM');
 
 # ---------------------------------------------------------------------------
-# the runner frozen (SIGSTOP) past its TTL; another takes over; on resume
-# the frozen run's command is stopped and its fenced write refused
+# the runner frozen (SIGSTOP) past its TTL: its supervisor stops the
+# command by its own clock, before the lease can expire, and another
+# takes over.  Both processes frozen (the documented limit): the command
+# writes on, and the fence refuses it.
 
-$r = start_lock([ '--ttl', '2s', '--grace', '1s', 'frozen' ], 'frozen_a', 'write_loop');
+# supervisor_of($runner): the supervisor, the runner's child
+sub supervisor_of
+{
+	my ($pid) = @_;
+	my $sv;
+	wait_until("the supervisor of $pid", $timeout, sub {
+		($sv) = split ' ', (eval { slurp_file("/proc/$pid/task/$pid/children") } // '');
+		defined $sv;
+	});
+	return $sv;
+}
+
+$r = start_lock([ '--ttl', '2s', '--grace', '500ms', 'frozen' ], 'frozen_a', 'write_loop');
 is(wait_event('frozen_a', 'write')->[2], 'ok', "A's command writes with its token, again and again");
+my ($apid) = split / /, event('frozen_a', 'start')->[2];
 kill 'STOP', $r->{pid};
+my $a_expires = lease('frozen', 'extract(epoch FROM expires_at)');
 $rb = start_lock([ '--ttl', '5s', '--wait', '60s', 'frozen' ], 'frozen_b', 'write');
-is(wait_event('frozen_b', 'write')->[2], 'ok',
-	"A's runner frozen: B takes the lease over when A's expires, and writes");
+my $a_term = wait_event('frozen_a', 'sig', qr/^TERM$/);
+ok($a_term->[1] < $a_expires,
+	sprintf("A's runner frozen: its command gets SIGTERM all the same, %.2f s before A's lease could expire",
+		$a_expires - $a_term->[1]));
+wait_until("A's command is killed", $timeout, sub { !alive($apid) });
+pass("... ignores it, and is killed (SIGKILL) while A's runner is still frozen");
+is(wait_event('frozen_b', 'write')->[2], 'ok', 'B takes the lease over when A\'s expires, and writes');
 is(lease('frozen', 'takeover'), 't', '... a takeover of an expired lease');
-my $refused = wait_event('frozen_a', 'write', qr/^LF/);
-is($refused->[2], 'LF001', "A's command writes on, and is refused: LF001");
-ok(!event('frozen_a', 'sig'), "A's command has seen no signal yet");
+my $b_write = event('frozen_b', 'write')->[1];
+ok(!(grep { $_->[0] eq 'write' && $_->[1] > $b_write } events('frozen_a')),
+	"A's command wrote nothing after B's write");
 kill 'CONT', $r->{pid};
-is(wait_event('frozen_a', 'sig')->[2], 'TERM', "A's runner resumes: its command gets SIGTERM");
 ($rc, $out, $err) = finish_lock($r);
-ok(!(grep { $_->[0] eq 'write' && $_->[2] eq 'ok' && $_->[1] > $refused->[1] } events('frozen_a')),
-	"none of A's writes after B's went through");
-is($rc, 122, "A's runner exits 122");
+is($rc, 122, "A's runner resumes and exits 122");
 like($err, qr/lease "frozen" lost: not renewed in time: fencing-lock itself did not run for .* s \(it was stopped, or not scheduled\)/,
 	'... "fencing-lock itself did not run"');
 like($err, qr/the command was killed by SIGKILL after the lease was lost/,
-	"A's command ignored SIGTERM: SIGKILL after the grace period");
+	"... and its command was killed by SIGKILL");
 is($node->safe_psql('postgres', 'SELECT body FROM res WHERE id = 1'), 'by frozen_b', "B's write stands");
 go('frozen_b');
+is((finish_lock($rb))[0], 0, 'B ends normally');
+
+# both frozen: nothing stops the command; the fence refuses its writes
+$r = start_lock([ '--ttl', '2s', '--grace', '500ms', 'frozen2' ], 'frozen2_a', 'write_loop');
+is(wait_event('frozen2_a', 'write')->[2], 'ok', "A's command writes");
+my $sv = supervisor_of($r->{pid});
+kill 'STOP', $sv, $r->{pid};
+$rb = start_lock([ '--ttl', '5s', '--wait', '60s', 'frozen2' ], 'frozen2_b', 'write');
+is(wait_event('frozen2_b', 'write')->[2], 'ok', 'runner and supervisor frozen: B takes over and writes');
+my $refused = wait_event('frozen2_a', 'write', qr/^LF/);
+is($refused->[2], 'LF001', "A's command writes on, unstopped, and is refused: LF001");
+kill 'CONT', $sv, $r->{pid};
+($rc, $out, $err) = finish_lock($r);
+is($rc, 122, 'both resumed: exit 122');
+like($err, qr/SIGKILL now, the kill point having passed/, '... the command is killed at once');
+ok(!event('frozen2_a', 'sig'), '... without SIGTERM first');
+ok(!(grep { $_->[0] eq 'write' && $_->[2] eq 'ok' && $_->[1] > $refused->[1] } events('frozen2_a')),
+	"none of A's writes after B's went through");
+go('frozen2_b');
 is((finish_lock($rb))[0], 0, 'B ends normally');
 
 # ---------------------------------------------------------------------------
@@ -613,32 +664,30 @@ is($rc, 0, 'and ends normally') or diag($err);
 is(lease('restart', 'state'), 'free', 'the lease is released');
 
 # ---------------------------------------------------------------------------
-# what the command leaves behind in its process group is stopped before
-# the release; a process that left the group is not
+# what the command leaves behind is stopped before the release: in its
+# process group, and also what left the group (setsid, a daemon's double
+# fork): the supervisor is their subreaper
 
-for my $mode (qw(plain stubborn))
+for my $mode (qw(plain stubborn setsid setsid_stubborn))
 {
 	my $tag = "orphan_$mode";
 	go($tag);    # the command ends at once, its child stays
 	$r = start_lock([ '--ttl', '3s', '--grace', '1s', $tag ], $tag, "orphan=$mode");
 	($rc, $out, $err) = finish_lock($r);
-	is($rc, 0, "a command that exits, leaving a child ($mode) in its group: exit 0");
-	my ($opid) = split / /, event($tag, 'orphan')->[2];
+	is($rc, 0, "a command that exits, leaving a child ($mode) behind: exit 0");
+	my ($opid, $opgrp) = split / /, event($tag, 'orphan')->[2];
+	push @leftovers, $opid;
+	my $start_pgid = (split / /, event($tag, 'start')->[2])[1];
+	ok(($mode =~ /setsid/) == ($opgrp != $start_pgid),
+		$mode =~ /setsid/ ? '... in a session of its own' : '... in its process group');
 	my $osig = event($tag, 'orphan_sig');
 	is($osig && $osig->[2], 'TERM', '... the child got SIGTERM');
-	ok(!alive($opid), $mode eq 'stubborn'
+	ok(!alive($opid), $mode =~ /stubborn/
 		? '... ignored it, and was killed after the grace period'
 		: '... and is gone');
 	ok(lease($tag, 'extract(epoch FROM released_at)') > $osig->[1],
 		'... before the lease was released');
 }
-go('orphan_setsid');
-$r = start_lock([ '--ttl', '3s', 'orphan_setsid' ], 'orphan_setsid', 'orphan=setsid');
-($rc) = finish_lock($r);
-my ($spid) = split / /, wait_event('orphan_setsid', 'orphan')->[2];
-push @leftovers, $spid;
-is($rc, 0, 'a child that left the group (setsid) ...');
-ok(alive($spid) && !event('orphan_setsid', 'orphan_sig'), '... is not stopped: documented');
 
 # ---------------------------------------------------------------------------
 # fencing-lock killed (SIGKILL): its command dies with it (Linux), and a
@@ -752,6 +801,253 @@ SKIP:
 }
 
 # ---------------------------------------------------------------------------
+# nothing that holds up or kills one of fencing-lock's processes keeps the
+# command running past its lease (the red team's findings)
+
+# spawn_lock(\@options, $tag, FH, @cmd_options): fencing-lock with its
+# stderr on FH, in a process group of its own whose parent (this test) is
+# in another: not an orphaned group, so SIGTSTP would stop it as it stops
+# a job of a shell; reap_lock($pid): its exit status
+sub spawn_lock
+{
+	my ($args, $tag, $errfh, @copt) = @_;
+	my $pid = fork // die "fork: $!";
+	if ($pid == 0)
+	{
+		setpgrp(0, 0);
+		open(STDIN, '<', '/dev/null') or die;
+		open(STDOUT, '>', '/dev/null') or die;
+		open(STDERR, '>&', $errfh) or die;
+		$ENV{PGUSER} = 'app';
+		exec($prog, @$args, '--', $^X, $cmd, $tmp, $tag, @copt) or POSIX::_exit(99);
+	}
+	return $pid;
+}
+
+sub reap_lock
+{
+	my ($pid) = @_;
+	my $st;
+	wait_until("fencing-lock $pid ends", $timeout,
+		sub { waitpid($pid, POSIX::WNOHANG()) == $pid or return 0; $st = $?; 1 });
+	return ($st & 127) ? -($st & 127) : $st >> 8;
+}
+
+# a stderr nobody reads (a full pipe): the loss stops the command all the
+# same; the messages are dropped, not waited for
+{
+	pipe(my $rd, my $wr) or die "pipe: $!";
+	my $flags = fcntl($wr, Fcntl::F_GETFL(), 0);
+	fcntl($wr, Fcntl::F_SETFL(), $flags | Fcntl::O_NONBLOCK());
+	my $filled = 0;
+	while (1)
+	{
+		my $n = syswrite($wr, 'x' x 4096);
+		last unless defined $n;
+		$filled += $n;
+	}
+	fcntl($wr, Fcntl::F_SETFL(), $flags);
+	my $pid = spawn_lock([ '-v', '--ttl', '3s', 'blocked' ], 'blocked', $wr, 'die_on=TERM');
+	close $wr;
+	wait_event('blocked', 'start');
+	$node->safe_psql('postgres', "SELECT fencing.lease_force_release('blocked')");
+	wait_event('blocked', 'sig', qr/^TERM$/);
+	pass("stderr a full pipe ($filled bytes unread): the lost lease's command gets SIGTERM");
+	is(reap_lock($pid), 121, '... and fencing-lock exits 121, its stderr still unread');
+	fcntl($rd, Fcntl::F_SETFL(), Fcntl::O_NONBLOCK());
+	my ($buf, $all) = ('', '');
+	$all .= $buf while sysread($rd, $buf, 65536);
+	is(length($all), $filled, '... the messages were dropped, not written late');
+	close $rd;
+}
+
+# SIGTSTP to fencing-lock: refused (a stopped runner would renew nothing)
+{
+	open(my $efh, '>', "$tmp/tstp.err") or die;
+	my $pid = spawn_lock([ '--ttl', '2s', 'tstp' ], 'tstp', $efh);
+	close $efh;
+	wait_event('tstp', 'start');
+	kill 'TSTP', $pid;
+	$renewals = lease('tstp', 'renewals');
+	$node->poll_query_until('postgres',
+		"SELECT renewals >= $renewals + 2 FROM fencing.lease_status WHERE name = 'tstp'")
+	  or die 'no renewals after SIGTSTP';
+	my $state = (split ' ', (slurp_file("/proc/$pid/stat") =~ s/^.*\) //sr))[0];
+	isnt($state, 'T', 'SIGTSTP to fencing-lock: it does not stop, and renews the lease on');
+	ok(!event('tstp', 'sig'), '... the command saw nothing');
+	go('tstp');
+	is(reap_lock($pid), 0, '... and ends normally');
+	like(slurp_file("$tmp/tstp.err"),
+		qr/^fencing-lock: warning: fencing-lock cannot be suspended while it holds a lease or waits for one: SIGTSTP ignored$/m,
+		'... with a warning');
+}
+
+# signals beyond the usual six: passed on too; none ends fencing-lock by
+# its default action (leaving the command running, the lease unreleased)
+for my $sig ('ALRM', 'VTALRM', 'PROF', 'RTMIN+2')
+{
+	my $signo = $sig eq 'RTMIN+2' ? POSIX::SIGRTMIN() + 2 : eval "POSIX::SIG$sig()";
+	my $tag = "sig_$sig" =~ s/\+/_/r;
+	$r = start_lock([ 'sigmore' ], $tag);
+	wait_event($tag, 'start');
+	kill $signo, $r->{pid};
+	($rc, $out, $err) = finish_lock($r);
+	is($rc, 128 + $signo, "SIG$sig to fencing-lock ends the command (its default action): exit 128+$signo");
+	is(lease('sigmore', 'state'), 'free', '... and the lease is released');
+}
+
+# a zombie left behind by a process that left the command's group: no
+# hang waiting for it
+$t = time;
+($rc, $out, $err) = run_lock([ '--ttl', '3s', 'zombie' ], 'cmd',
+	cmd => [ $^X, '-e', q{
+		use POSIX ();
+		if (!fork) {
+			POSIX::_exit(0) if !fork;    # a child it never waits for
+			POSIX::setsid();
+			open(my $f, '>', $ARGV[0]); print $f "$$\n"; close $f;
+			sleep 100; POSIX::_exit(0);
+		}
+		sleep 1 until -s $ARGV[0];
+	}, "$tmp/zombie.pid" ]);
+my $zpid = slurp_file("$tmp/zombie.pid") =~ s/\s+//r;
+push @leftovers, $zpid;
+is($rc, 0, 'a command that leaves a process (with an unreaped child) in a session of its own: exit 0');
+ok(!alive($zpid) && time - $t < 100, '... that process stopped, its zombie no hang');
+
+# timeout(1) in the command: a process group of its own; stopped too
+$r = start_lock([ '--ttl', '3s', 'tmo' ], 'cmd',
+	cmd => [ 'sh', '-c', "timeout 1h $^X $cmd $tmp tmo; echo done" ]);
+wait_event('tmo', 'start');
+my ($tpid) = split / /, event('tmo', 'start')->[2];
+$node->safe_psql('postgres', "SELECT fencing.lease_force_release('tmo')");
+($rc, $out, $err) = finish_lock($r);
+is($rc, 121, 'a command under timeout(1), the lease lost: exit 121');
+ok(event('tmo', 'sig', qr/^TERM$/) && !alive($tpid), '... the command under timeout(1) got SIGTERM and is gone');
+
+# the runner SIGKILLed, the command with no PDEATHSIG (as after a change of
+# uid): the supervisor stops it; the supervisor SIGKILLed: the runner does
+for my $victim (qw(runner supervisor))
+{
+	my $tag = "pd_$victim";
+	$r = start_lock([ '--ttl', '3s', '--grace', '500ms', $tag ], 'cmd',
+		cmd => [ 'setpriv', '--pdeathsig', 'clear', '--', $^X, $cmd, $tmp, $tag ]);
+	wait_event($tag, 'start');
+	my ($ppid) = split / /, event($tag, 'start')->[2];
+	my $expires = lease($tag, 'extract(epoch FROM expires_at)');
+	kill 'KILL', $victim eq 'runner' ? $r->{pid} : supervisor_of($r->{pid});
+	wait_until("the command of the killed $victim dies", $timeout, sub { !alive($ppid) });
+	($rc, $out, $err) = finish_lock($r);
+	if ($victim eq 'runner')
+	{
+		my $sig = event($tag, 'sig', qr/^TERM$/);
+		ok($sig && $sig->[1] < $expires,
+			sprintf('runner SIGKILLed, PDEATHSIG cleared: the command gets SIGTERM (%.2f s before the lease could expire), then SIGKILL',
+				$expires - ($sig ? $sig->[1] : 0)));
+	}
+	else
+	{
+		is($rc, 125, 'supervisor SIGKILLed, PDEATHSIG cleared: the runner kills the command, exit 125');
+		like($err, qr/the supervisor process \(\d+\) was killed by SIGKILL while the command ran: killing what is left/,
+			'... and says so');
+		is(lease($tag, 'state'), 'free', '... and releases the lease once nothing is left');
+	}
+}
+SKIP:
+{
+	skip 'a change of uid needs root', 1 unless $> == 0;
+	$r = start_lock([ '--ttl', '3s', 'pd_uid' ], 'cmd',
+		cmd => [ 'setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups', 'sleep', '300' ]);
+	my $sv = supervisor_of($r->{pid});
+	my $spid;
+	wait_until('sleep runs', $timeout, sub {
+		($spid) = split ' ', (eval { slurp_file("/proc/$sv/task/$sv/children") } // '');
+		defined $spid && slurp_file("/proc/$spid/cmdline") =~ /^sleep/;
+	});
+	kill 'KILL', $r->{pid};
+	wait_until('the command as nobody dies', $timeout, sub { !alive($spid) });
+	pass('runner SIGKILLed, the command running as another uid: stopped');
+	finish_lock($r);
+}
+
+# a host name lookup that hangs inside libpq: the runner is held up, the
+# supervisor stops the command in time
+SKIP:
+{
+	my $cc = $ENV{CC} // 'cc';
+	my $flag = "$tmp/dns-hangs";
+	append_to_file("$tmp/slowdns.c", <<"C");
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <netdb.h>
+#include <unistd.h>
+int
+getaddrinfo(const char *node, const char *service, const struct addrinfo *hints, struct addrinfo **res)
+{
+	int (*real)(const char *, const char *, const struct addrinfo *, struct addrinfo **) = dlsym(RTLD_NEXT, "getaddrinfo");
+	int i;
+
+	for (i = 0; i < 6000 && access("$flag", F_OK) == 0; i++)
+		usleep(20000);
+	return real(node, service, hints, res);
+}
+C
+	skip 'no C compiler for the resolver shim', 5
+	  unless system($cc, '-shared', '-fPIC', '-o', "$tmp/slowdns.so", "$tmp/slowdns.c", '-ldl') == 0;
+	{
+		local $ENV{LD_PRELOAD} = "$tmp/slowdns.so";
+		$r = start_lock([ '-h', 'localhost', '-d', 'application_name=lock_dns', '--ttl', '3s', 'dns' ],
+			'dns', 'die_on=TERM');
+	}
+	wait_event('dns', 'start');
+	append_to_file($flag, '');
+	$node->safe_psql('postgres',
+		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'lock_dns'");
+	my $sig = wait_event('dns', 'sig', qr/^TERM$/);
+	# no renewal since the connection went, and no one else took the lease
+	my $expires = lease('dns', 'extract(epoch FROM expires_at)');
+	ok($sig->[1] < $expires,
+		sprintf('the resolver hangs: the command gets SIGTERM %.2f s before the lease could expire', $expires - $sig->[1]));
+	ok(alive($r->{pid}), '... while the runner is still held up in the lookup');
+	$rb = start_lock([ '--ttl', '3s', '--wait', '60s', 'dns' ], 'dns_b');
+	my $bstart = wait_event('dns_b', 'start');
+	ok($sig->[1] < $bstart->[1], '... and the next holder runs after that');
+	unlink $flag;
+	($rc, $out, $err) = finish_lock($r);
+	is($rc, 122, 'the lookup returns: exit 122');
+	like($err, qr/not renewed in time: fencing-lock was held up for .* inside libpq, connecting to the server/,
+		'... "held up ... inside libpq"');
+	go('dns_b');
+	finish_lock($rb);
+}
+
+# started with stdout and stderr closed: messages do not end up in the
+# signal pipe (as signals to the command)
+sub start_sh
+{
+	my ($script) = @_;
+	local $ENV{PGUSER} = 'app';
+	my $h = IPC::Run::start([ 'sh', '-c', $script ], '<', \undef, '>', \my $o, '2>', \my $e,
+		IPC::Run::timeout($timeout));
+	return { h => $h, out => \$o, err => \$e };
+}
+go('fds_v');
+($rc) = finish_lock(start_sh("exec $prog -v fds -- $^X $cmd $tmp fds_v exit=4 >&- 2>&-"));
+is($rc, 4, 'stdout and stderr closed, --verbose: the command runs, its status comes back (4)');
+$r = start_sh("exec $prog --ttl 3s fds -- $^X $cmd $tmp fds die_on=TERM >&- 2>&-");
+wait_event('fds', 'start');
+$node->safe_psql('postgres', "SELECT fencing.lease_force_release('fds')");
+($rc) = finish_lock($r);
+is($rc, 121, 'stdout and stderr closed, the lease lost: exit 121');
+is(join(',', map { $_->[2] } grep { $_->[0] eq 'sig' } events('fds')), 'TERM',
+	'... the command got SIGTERM and no other signal');
+
+# the command's own status can be one of fencing-lock's: only fencing-lock's
+# come with a message (documented)
+($rc, $out, $err) = run_lock([ 'collide' ], 'cmd', cmd => [ 'sh', '-c', 'exit 121' ]);
+is("$rc [$err]", '121 []', "a command that exits 121: exit 121, and no message (fencing-lock's 121 has one)");
+
+# ---------------------------------------------------------------------------
 # a terminal: the command gets it (reads it, gets Ctrl-C)
 
 {
@@ -771,6 +1067,30 @@ SKIP:
 	$in .= "\x03";
 	$h->finish;
 	is($h->result, 130, 'Ctrl-C reaches the command: exit 130');
+}
+
+# a background job of an interactive shell whose command reads the
+# terminal: stopped by SIGTTIN, it gets the terminal at "fg"
+{
+	my ($in, $tout) = ('', '');
+	local $ENV{PGUSER} = 'app';
+	local $ENV{PS1} = 'prompt$ ';
+	my $h = IPC::Run::start([ 'bash', '--norc', '--noprofile', '-i' ],
+		'<pty<', \$in, '>pty>', \$tout, IPC::Run::timeout($timeout));
+	$in .= qq{$prog -v --ttl 3s ttin -- sh -c 'read line; echo "got: \$line"' &\n};
+	$h->pump until $tout =~ /stopped by SIGTTIN: it wants the terminal/;
+	pass('a background job reads the terminal: its command is stopped by SIGTTIN, with a warning');
+	is(lease('ttin', 'state'), 'held', '... the lease is held (renewed) meanwhile');
+	$in .= "fg\n";
+	$h->pump until $tout =~ /the command has the terminal now/;
+	$in .= "hello\n";
+	$h->pump until $tout =~ /got: hello/;
+	pass('"fg": the command gets the terminal, and reads it');
+	$in .= "echo \"status \$?\"\n";
+	$h->pump until $tout =~ /status (\d+)/;
+	is($1, 0, '... and fencing-lock ends with its status (0)');
+	$in .= "exit\n";
+	$h->finish;
 }
 
 $node->stop;

@@ -10,7 +10,7 @@
 # without it the test skips, loudly.
 #
 #   1. The seed's story across shards, in every resource-side form: router
-#      UPDATE with fence_advance, fence_check, INSERT ... ON CONFLICT DO
+#      UPDATE with fence_advance, fence_allows, INSERT ... ON CONFLICT DO
 #      UPDATE with fence_advance, the fence_guard trigger (explicit fence,
 #      and the declared token with citus.propagate_set_commands = local),
 #      the job-queue recipe with its table distributed
@@ -168,13 +168,13 @@ is( $coord->safe_psql('postgres',
 		"SELECT count(*) FROM files WHERE id <= 8 AND body = 'by b' AND fence = $b"),
 	'8', "B's writes stand on every row");
 
-# fence_check: 0 rows for A
+# fence_allows: 0 rows for A
 my ($rc, $out, $err) = psql_coord(
-	"UPDATE files SET body = 'by a (stale)', fence = $a WHERE id = 2 AND fencing.fence_check(fence, $a)");
-is("$rc|$out", '0|', 'fence_check: A matches no row');
+	"UPDATE files SET body = 'by a (stale)', fence = $a WHERE id = 2 AND fencing.fence_allows(fence, $a)");
+is("$rc|$out", '0|', 'fence_allows: A matches no row');
 is( $coord->safe_psql('postgres',
-		"UPDATE files SET body = 'by b, check', fence = $b WHERE id = 9 AND fencing.fence_check(fence, $b) RETURNING fence"),
-	$b, 'fence_check: B writes a row of its own');
+		"UPDATE files SET body = 'by b, check', fence = $b WHERE id = 9 AND fencing.fence_allows(fence, $b) RETURNING fence"),
+	$b, 'fence_allows: B writes a row of its own');
 
 # INSERT ... ON CONFLICT DO UPDATE with fence_advance
 is( $coord->safe_psql('postgres',

@@ -35,12 +35,12 @@ trap 'rm -rf "$tmp"' EXIT
 # name | expect (pass, or the property to be violated) | spin -D flags | what
 # [| model file in test/model/, default fencing.pml]
 checks=(
-	"fence_check|pass||strict fence_check (fence < t), 2 workers, gaps, 1 failover; also invalid end states"
-	"fence_check_ltl|pass|-DP3_LTL -DNO_GAPS|the same with P3 as the LTL claim, no gaps"
-	"fence_allows|pass|-DALLOW_SAME|non-strict fence_allows / fence_advance(allow_same) / fence_guard (fence <= t)"
-	"check_in_txn|pass|-DNO_FENCE -DCHECK_IN_TXN -DFAILOVERS=0|no fence, but lease_check and the write in one transaction"
-	"three_workers|pass|-DNW=3 -DFAILOVERS=0 -DMAXGRANTS=4|strict fence_check, 3 workers, 4 grants, no failover"
-	"no_fence|P1|-DNO_FENCE -DFAILOVERS=0|BROKEN: no fence; the pause comes between lease_check and the write"
+	"strict|pass||strict fence_allows (fence < t), 2 workers, gaps, 1 failover; also invalid end states"
+	"strict_ltl|pass|-DP3_LTL -DNO_GAPS|the same with P3 as the LTL claim, no gaps"
+	"allow_same|pass|-DALLOW_SAME|non-strict fence_allows / fence_advance with allow_same / fence_guard (fence <= t)"
+	"check_in_txn|pass|-DNO_FENCE -DCHECK_IN_TXN -DFAILOVERS=0|no fence, but lease_lock and the write in one transaction"
+	"three_workers|pass|-DNW=3 -DFAILOVERS=0 -DMAXGRANTS=4|strict fence_allows, 3 workers, 4 grants, no failover"
+	"no_fence|P1|-DNO_FENCE -DFAILOVERS=0|BROKEN: no fence; the pause comes between lease_lock and the write"
 	"no_fence_failover|P1|-DNO_FENCE|BROKEN: no fence, with a failover that loses the WAL tail"
 	"double_failover|pass|-DCLOCK_BANDS -DCLOCK_FLOOR -DFAILOVERS=2 -DSKEW=2 -DNW=1 -DTMAX=3|band entries at the node's clock, and the clock floor: two failovers, S2 may never have seen S1's (or any) WAL, its clock 2 units behind (less than the gap minus the tokens issued in it)"
 	"clock_skew|P2|-DCLOCK_BANDS -DCLOCK_FLOOR -DFAILOVERS=2 -DSKEW=4 -DNW=1 -DTMAX=3|BROKEN: band entries at the node's clock, S2's clock a whole gap between promotions behind"
@@ -61,11 +61,11 @@ checks=(
 	"semaphore_no_holder_lock|SEM_P2|-DSAME_HOLDER -DNO_HOLDER_LOCK|BROKEN: no holder lock: two sessions of one holder acquire at once and take two slots|semaphore.pml"
 	"semaphore_no_holder_lock_p13|pass|-DSAME_HOLDER -DNO_HOLDER_LOCK -DSKIP_P2|semaphore without the holder lock: one holder per slot and fencing still hold (P2 not asserted)|semaphore.pml"
 	"semaphore_no_recheck|SEM_P1|-DNO_RECHECK|BROKEN: the statement takes the slot on the survey's judgement: two holders on one slot|semaphore.pml"
-	"semaphore_no_fence|SEM_P3|-DNO_FENCE|BROKEN: semaphore without a fence per slot; the pause between lease_check and the write|semaphore.pml"
+	"semaphore_no_fence|SEM_P3|-DNO_FENCE|BROKEN: semaphore without a fence per slot; the pause between lease_lock and the write|semaphore.pml"
 )
 if [ "${FENCING_MODEL_DEEP:-0}" = 1 ]; then
 	checks=(
-		"three_workers_failover|pass|-DNW=3|deep: strict fence_check, 3 workers, 1 failover"
+		"three_workers_failover|pass|-DNW=3|deep: strict fence_allows, 3 workers, 1 failover"
 		"resume_tmax4|pass|-DCLOCK_BANDS -DCLOCK_FLOOR -DRESUME -DNW=2|deep: the resumed primary, the clock runs to 4"
 		"partial_copy_double|pass|-DCLOCK_BANDS -DCLOCK_FLOOR -DLOST_TAIL -DSPLIT_COPY -DFAILOVERS=2 -DNW=1 -DTMAX=3|deep: copies that end inside a raise or a band entry, through two failovers (53 million states, 5.6 GB)"
 		"lease_ignored|pass|-DLEASE_IGNORED|deep: acquire always succeeds; the fence alone keeps P1-P3"

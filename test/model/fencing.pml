@@ -39,9 +39,9 @@
  *       P3_LTL the LTL formula fenced_mutex.
  *
  * Variants (-D on the spin command line)
- *   (none)          the extension: strict fence_check (fence < t)
- *   ALLOW_SAME      the non-strict check fence <= t (fence_allows,
- *                   fence_advance(..., allow_same => true), fence_guard)
+ *   (none)          the extension: strict fence_allows (fence < t)
+ *   ALLOW_SAME      the non-strict check fence <= t (fence_allows and
+ *                   fence_advance with allow_same => true, fence_guard)
  *   NO_FENCE        BROKEN: the resource accepts every write; the worker
  *                   checks the lease first, but may pause between check
  *                   and write.  spin finds a P1 violation.
@@ -97,7 +97,7 @@
  *                   while n is less than the gap between two band entries
  *                   (one tick, U units) minus the tokens issued in it (R);
  *                   with SKEW >= U - R spin finds a P2 violation.
- *   CHECK_IN_TXN    with NO_FENCE: lease_check and the write run in one
+ *   CHECK_IN_TXN    with NO_FENCE: lease_lock and the write run in one
  *                   transaction (the lease row stays share-locked), so no
  *                   takeover can come between them.  Passes.
  *   LEASE_IGNORED   acquire always succeeds, even while another holder's
@@ -326,9 +326,9 @@ byte accGrant;		/* grant number of the last accepted write; 0 = none */
 #if defined(NO_FENCE)
 #define ACCEPTS(t)	true
 #elif defined(ALLOW_SAME)
-#define ACCEPTS(t)	(fence <= (t))		/* fence_allows; NULL is 0 here */
+#define ACCEPTS(t)	(fence <= (t))		/* allow_same; NULL is 0 here */
 #else
-#define ACCEPTS(t)	(fence < (t))		/* fence_check */
+#define ACCEPTS(t)	(fence < (t))		/* fence_allows(f, t) */
 #endif
 
 /*
@@ -672,8 +672,8 @@ inline enter_band()
 
 /*
  * The write to the resource: UPDATE ... SET fence = tok WHERE
- * fencing.fence_check(fence, tok) (or fence_allows, fence_advance,
- * fence_guard).  Accepted: back to "held".  Refused: the worker learns that
+ * fencing.fence_allows(fence, tok) (or fence_allows(fence, tok, true),
+ * fence_advance, fence_guard).  Accepted: back to "held".  Refused: the worker learns that
  * its token is stale and stops (lease_release, which fails if the lease
  * is gone).
  */
@@ -757,28 +757,28 @@ held:
 check:
 #ifdef CHECK_IN_TXN
 	/*
-	 * BEGIN; lease_check(); the write; COMMIT.  lease_check() share-locks
+	 * BEGIN; lease_lock(); the write; COMMIT.  lease_lock() share-locks
 	 * the lease row, and a takeover waits for that lock, so no other grant
 	 * can come between the check and the write: one atomic step.
 	 */
 	atomic {
 		if
 		:: LIVE(tok) ->
-			printf("MSC: t=%d worker %c: lease_check(%d) = true\n", clock, NAME, tok);
+			printf("MSC: t=%d worker %c: lease_lock(%d) = true\n", clock, NAME, tok);
 			fenced_write()
 		:: else ->
-			printf("MSC: t=%d worker %c: lease_check(%d) = false\n", clock, NAME, tok);
+			printf("MSC: t=%d worker %c: lease_lock(%d) = false\n", clock, NAME, tok);
 			FORGET; goto end_idle
 		fi
 	};
 #else
-	/* lease_check(), a statement (and transaction) of its own */
+	/* lease_lock(), a statement (and transaction) of its own */
 	atomic {
 		if
 		:: LIVE(tok) ->
-			printf("MSC: t=%d worker %c: lease_check(%d) = true\n", clock, NAME, tok)
+			printf("MSC: t=%d worker %c: lease_lock(%d) = true\n", clock, NAME, tok)
 		:: else ->
-			printf("MSC: t=%d worker %c: lease_check(%d) = false\n", clock, NAME, tok);
+			printf("MSC: t=%d worker %c: lease_lock(%d) = false\n", clock, NAME, tok);
 			FORGET; goto end_idle
 		fi
 	};

@@ -53,7 +53,7 @@
  *       fencing.pml.
  *
  * Variants (-D on the spin command line)
- *   (none)        the extension, strict fence_check (fence < t)
+ *   (none)        the extension, strict fence_allows (fence < t)
  *   SAME_HOLDER   workers A and B are two sessions of one holder name;
  *                 the holder lock makes them acquire one after the
  *                 other, and P1, P2 and P3 hold.
@@ -120,7 +120,7 @@ byte counter;		/* the token source: the last token issued */
  * The rows of fencing.leases for the semaphore's name, one per slot.
  * tk 0: no row yet.  A released row has holder 0 and token REL: every
  * statement treats a released row alike whatever its holder and token
- * (LEASE_TAKE takes it; LIVE() is false, so renew, release and check by a
+ * (LEASE_TAKE takes it; LIVE() is false, so renew, release and lock by a
  * token find nothing), so they share one state.
  */
 #define REL		255
@@ -163,7 +163,7 @@ byte accGrant[N];	/* grant number of the last accepted write on a slot */
 #if defined(NO_FENCE)
 #define ACCEPTS(s, t)	true
 #else
-#define ACCEPTS(s, t)	(fence[s] < (t))	/* fence_check */
+#define ACCEPTS(s, t)	(fence[s] < (t))	/* fence_allows(f, t) */
 #endif
 
 active proctype clock_ticks()
@@ -256,7 +256,7 @@ inline check_grant()
 
 /*
  * The write to slot sl's resource: UPDATE ... SET fence = tok WHERE slot =
- * sl AND fencing.fence_check(fence, tok).  Accepted: back to "held".
+ * sl AND fencing.fence_allows(fence, tok).  Accepted: back to "held".
  * Refused: the worker stops and releases (which fails if the slot moved on).
  */
 inline fenced_write()
@@ -394,13 +394,13 @@ held:
 	fi;
 
 check:
-	/* lease_check(name, tok), a statement (and transaction) of its own */
+	/* lease_lock(name, tok), a statement (and transaction) of its own */
 	atomic {
 		if
 		:: LIVE(sl, tok) ->
-			printf("MSC: t=%d worker %c: lease_check(%d) = true\n", clock, NAME, tok)
+			printf("MSC: t=%d worker %c: lease_lock(%d) = true\n", clock, NAME, tok)
 		:: else ->
-			printf("MSC: t=%d worker %c: lease_check(%d) = false\n", clock, NAME, tok);
+			printf("MSC: t=%d worker %c: lease_lock(%d) = false\n", clock, NAME, tok);
 			FORGET; goto end_idle
 		fi
 	};

@@ -70,12 +70,12 @@ SELECT pg_catalog.count(*) AS function_count FROM pg_temp.fencing_functions \gse
 \echo upgrade_check: all :function_count functions as expected
 
 -- 3. state
-SELECT fencing.lease_check('upgrade-check', :token_before) AS lease_kept,
+SELECT fencing.lease_lock('upgrade-check', :token_before) AS lease_kept,
 	   fencing.next_token() > :token_before AS tokens_grow \gset
 \if :lease_kept
 \else
 \echo upgrade_check: FAILED: the lease taken before the update is not held with token :token_before any more
-SELECT 1/0 AS lease_check_failed;
+SELECT 1/0 AS lease_lock_failed;
 \endif
 \if :tokens_grow
 \else

@@ -438,7 +438,7 @@ def describe(h, o, tn):
                 f'wait {r.get("wait_ms", 0)}'
                 + (f' delay {r["delay_ms"]}' if r.get('delay_ms') else ''))
     elif o.kind in ('renew', 'release', 'check'):
-        what = f'lease_{o.kind}'
+        what = 'lease_lock' if o.kind == 'check' else f'lease_{o.kind}'
         args = f'{o.name} {tn(o.token)}' + (
             f' ttl {r["ttl_ms"]}' if o.kind == 'renew' else '')
         if o.txn:

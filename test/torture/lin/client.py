@@ -176,7 +176,9 @@ class Client:
             return self.call('renew',
                              'SELECT fencing.lease_renew(%s, %s, %s::interval)',
                              (name, token, f'{ttl} ms'), ttl_ms=ttl, **fields)
-        return self.call(op, f'SELECT fencing.lease_{op}(%s, %s)',
+        # the history's kind 'check' is a call of lease_lock
+        fn = 'lock' if op == 'check' else op
+        return self.call(op, f'SELECT fencing.lease_{fn}(%s, %s)',
                          (name, token), **fields)
 
     def drop(self, name):
@@ -244,7 +246,7 @@ class Client:
         return f'{self.label}-x{self.ntxn}'
 
     def txcheck(self, name, tok):
-        """BEGIN; lease_check; hold (maybe past the TTL); [renew]; COMMIT"""
+        """BEGIN; lease_lock; hold (maybe past the TTL); [renew]; COMMIT"""
         txn = self.txn_id()
         if not self.raw('BEGIN'):
             return

@@ -4,9 +4,9 @@ The state of one lease name is a set of grants.  A grant is what an
 acquire returned: its token, holder (holder name and role), capacity (1 for
 lease_acquire, N for semaphore_acquire), kind (a lease, or a semaphore of N
 slots: the name's kind, README "One kind per name"), TTL and lock delay,
-and whether an open transaction holds its row locked (lease_check in a
+and whether an open transaction holds its row locked (lease_lock in a
 transaction, or a release or renew waiting for its COMMIT [PREPARED]).
-Slots are not modelled: renew, release and check find a grant by its
+Slots are not modelled: renew, release and lock find a grant by its
 token, and an acquire only needs to know how many grants occupy the name.
 
 Rules (README "Reference", docs/waiting.md):

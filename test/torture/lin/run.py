@@ -12,13 +12,13 @@ violations, 2 the run itself failed.
     sudo test/torture/lin/run.py --mode long --duration 1200 # 20 minutes
     sudo test/torture/lin/run.py --families basic,txcheck    # what to exercise
 
-Families (what the clients do besides acquire, renew, release and check
+Families (what the clients do besides acquire, renew, release and lock
 on lease names, with short TTLs, waits and expiry):
 
     basic        always on
     sem          semaphores (2 and 3 slots) on names of their own
     mixed        lease_acquire and semaphore_acquire on the same name
-    txcheck      BEGIN; lease_check; hold past the TTL; [renew]; COMMIT
+    txcheck      BEGIN; lease_lock; hold past the TTL; [renew]; COMMIT
     2pc          lease_release in a prepared transaction, COMMIT PREPARED later
     force        an admin client calls lease_force_release
     purge        the admin client calls lease_purge('0') now and then
