@@ -14,10 +14,11 @@ REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
 REGRESS_OPTS = --load-extension=$(EXTENSION)
 ISOLATION = $(patsubst specs/%.spec,%,$(sort $(wildcard specs/*.spec)))
 ISOLATION_OPTS = --load-extension=$(EXTENSION)
-TAP_TESTS = 1
+# t/ is in a clone, not in the archive of make dist (.gitattributes)
+TAP_TESTS := $(if $(wildcard t/*.pl),1)
 
-# fencing-lock (client/): runs a command under a lease; a libpq client
-FENCING_LOCK = client/fencing-lock
+# fencing-lock (src/bin/): runs a command under a lease; a libpq client
+FENCING_LOCK = src/bin/fencing-lock
 EXTRA_CLEAN = $(FENCING_LOCK)
 
 PG_CONFIG ?= pg_config
@@ -28,7 +29,7 @@ include $(PGXS)
 # of its own: the server's compiler and flags (PG_CFLAGS too), its libpq,
 # installed beside the server's programs (pg_config --bindir)
 all: $(FENCING_LOCK)
-$(FENCING_LOCK): client/fencing-lock.c
+$(FENCING_LOCK): src/bin/fencing-lock.c
 	$(CC) $(CFLAGS) -I$(libpq_srcdir) -DFENCING_VERSION=\"$(EXTVERSION)\" $< $(LDFLAGS) $(LDFLAGS_EX) $(libpq) -o $@
 
 install: install-fencing-lock
@@ -42,13 +43,13 @@ uninstall-fencing-lock:
 	rm -f '$(DESTDIR)$(bindir)/fencing-lock'
 
 # PGXN distribution archive, named after META.json's version, which
-# scripts/release_check.sh keeps in step with default_version
+# test/release_check.sh keeps in step with default_version
 DISTVERSION = $(shell sed -n 's/^   "version": "\([^"]*\)",$$/\1/p' META.json)
 dist:
-	bash scripts/release_check.sh
+	bash test/release_check.sh
 	git archive --format zip --prefix=$(EXTENSION)-$(DISTVERSION)/ -o $(EXTENSION)-$(DISTVERSION).zip HEAD
 
 release-check:
-	bash scripts/release_check.sh
+	bash test/release_check.sh
 
 .PHONY: dist release-check install-fencing-lock installdirs-fencing-lock uninstall-fencing-lock

@@ -34,7 +34,7 @@
 #                                              # functions have names)
 #   CONTENDERS="lease floor" PROFILE=lease sudo bench/callgrind.sh
 #
-# Writes bench/results/callgrind-<date>.md.
+# Writes bench/out/callgrind-<date>.md.
 set -euo pipefail
 export LC_ALL=C
 : "${PG:=15}" "${N1:=200}" "${N2:=1200}" "${POOL:=20000}"
@@ -201,7 +201,7 @@ if [ "${1:-}" = "--inner" ]; then
 fi
 
 cd "$(dirname "$0")/.."
-. scripts/deps.sh
+. test/deps.sh
 [ "$(id -u)" -eq 0 ] || { echo "run as root (the cluster runs as postgres)" >&2; exit 1; }
 command -v valgrind >/dev/null || apt-get install -y valgrind >/dev/null
 work=$(mktemp -d /tmp/fencing-callgrind.XXXXXX)
@@ -275,8 +275,8 @@ for b in $builds; do
 done
 
 date=$(date -u +%Y%m%d-%H%M%S)
-mkdir -p bench/results
-out=bench/results/callgrind-$date${TAG:+-$TAG}.md
+mkdir -p "${BENCH_OUT:-bench/out}"
+out=${BENCH_OUT:-bench/out}/callgrind-$date${TAG:+-$TAG}.md
 for b in $builds; do
 	for n in "$N1" "$N2"; do
 		f=$work/cg/keep.$b.$PROFILE.$n

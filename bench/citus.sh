@@ -6,7 +6,7 @@
 #   ROUNDS=2 DUR=5 sudo bench/citus.sh
 #
 # Builds the extension into a private relocated copy of the server with
-# Citus (scripts/citus.sh: the cached build), starts a coordinator and two
+# Citus (test/citus.sh: the cached build), starts a coordinator and two
 # workers on 127.0.0.1 (fsync = off, as the main runs of bench/run.sh:
 # this measures what the check costs, not the disk), a table of ROWS rows
 # distributed over 32 shards, and in each round one pgbench run through
@@ -14,7 +14,7 @@
 #   fenced    UPDATE files SET v = v + 1, fence = fencing.fence_advance(fence, :tok) WHERE id = :id
 #   unfenced  UPDATE files SET v = v + 1, fence = :tok WHERE id = :id
 # on rows of each client's own.  Reported: median and trimmed mean latency
-# per script and their ratio.  Writes bench/results/citus-<date>.md.
+# per script and their ratio.  Writes bench/out/citus-<date>.md.
 set -euo pipefail
 export LC_ALL=C
 : "${FENCING_PG_MAJOR:=15}"
@@ -92,8 +92,8 @@ if [ "${1:-}" = "--inner" ]; then
 fi
 
 cd "$(dirname "$0")/.."
-. scripts/deps.sh
-. scripts/citus.sh
+. test/deps.sh
+. test/citus.sh
 [ "$(id -u)" -eq 0 ] || { echo "run as root (the cluster runs as postgres)" >&2; exit 1; }
 fencing_install_deps
 fencing_citus_build
@@ -127,8 +127,8 @@ total=$(fencing_as_postgres bash "$work/citus.sh" --inner "$work" check)
 tx=$(awk -F'\t' '{ s += $3 } END { print s }' "$tsv")
 
 date=$(date -u +%Y%m%d-%H%M%S)
-mkdir -p bench/results
-out=bench/results/citus-$date.md
+mkdir -p "${BENCH_OUT:-bench/out}"
+out=${BENCH_OUT:-bench/out}/citus-$date.md
 {
 	echo "# bench/citus.sh, $date"
 	echo

@@ -14,7 +14,7 @@
 # Besides tps it reports the server's CPU time per cycle (the postmaster
 # and its children, those that exited included), which a loaded machine
 # distorts far less than throughput.
-# Writes bench/results/clock-floor-<date>.md.
+# Writes bench/out/clock-floor-<date>.md.
 #
 #   sudo bench/clock_floor.sh                 # 5 rounds of 10 s each
 #   ROUNDS=2 DUR=5 sudo bench/clock_floor.sh  # quick
@@ -23,7 +23,7 @@ set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/.."
 top=$PWD
-. scripts/deps.sh
+. test/deps.sh
 
 : "${BASE:=83fed51}" "${ROUNDS:=5}" "${DUR:=10}" "${CLIENTS:=8}" "${POOL:=1000}"
 pgbin=/usr/lib/postgresql/$FENCING_PG_MAJOR
@@ -146,7 +146,8 @@ for fs in off on; do
 done
 
 date=$(date -u +%Y%m%d-%H%M%S)
-report=$top/bench/results/clock-floor-$date.md
+mkdir -p "${BENCH_OUT:-$top/bench/out}"
+report=${BENCH_OUT:-$top/bench/out}/clock-floor-$date.md
 python3 - "$out" "$BASE" "$head" "$ROUNDS" "$DUR" "$CLIENTS" \
 	"$(nproc)" "$(uptime | sed 's/.*load average: //')" >"$report" <<'PY'
 import sys, statistics, collections

@@ -17,7 +17,7 @@
 # client's own.  The clusters alternate round by round.  Reported: median
 # and trimmed mean latency per script, and the ratio plain/fenced of the
 # trimmed means (1.0 = free).  Figures are from a shared 2-vCPU machine:
-# quote the ratios.  Writes bench/results/durable-<date>.md.
+# quote the ratios.  Writes bench/out/durable-<date>.md.
 set -euo pipefail
 export LC_ALL=C
 : "${FENCING_PG_MAJOR:=15}"
@@ -86,7 +86,7 @@ if [ "${1:-}" = "--inner" ]; then
 fi
 
 cd "$(dirname "$0")/.."
-. scripts/deps.sh
+. test/deps.sh
 [ "$(id -u)" -eq 0 ] || { echo "run as root (the clusters run as postgres)" >&2; exit 1; }
 fencing_install_deps
 work=$(mktemp -d /tmp/fencing-durable-bench.XXXXXX)
@@ -138,8 +138,8 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 
 date=$(date -u +%Y%m%d-%H%M%S)
-mkdir -p bench/results
-out=bench/results/durable-$date.md
+mkdir -p "${BENCH_OUT:-bench/out}"
+out=${BENCH_OUT:-bench/out}/durable-$date.md
 {
 	echo "# bench/durable.sh, $date"
 	echo

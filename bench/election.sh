@@ -6,7 +6,7 @@
 #
 # Runs a throwaway cluster (the settings of bench/cluster_settings.sh) with
 # the fencing extension installed in the server first on PATH, as user
-# postgres, and writes bench/results/election-<date>.md.
+# postgres, and writes bench/out/election-<date>.md.
 #
 # Sections:
 #   1 idle observers: OBSERVERS sessions, each observing one election in a
@@ -343,9 +343,9 @@ main() {
 	[ "$(id -u)" -eq 0 ] && as=(runuser -u postgres --)
 	"${as[@]}" env PATH="$PATH" GITDESC="$(git describe --always --dirty 2>/dev/null || echo '?')" \
 		bash "$work/election.sh" --inner "$work"
-	mkdir -p bench/results
-	cp "$work/report.md" "bench/results/election-$date.md"
-	echo "(report: bench/results/election-$date.md)"
+	mkdir -p "${BENCH_OUT:-bench/out}"
+	cp "$work/report.md" "${BENCH_OUT:-bench/out}/election-$date.md"
+	echo "(report: ${BENCH_OUT:-bench/out}/election-$date.md)"
 }
 
 if [ "${1:-}" = "--inner" ]; then inner "$2"; else main "$@"; fi

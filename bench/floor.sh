@@ -31,7 +31,7 @@
 # = as fast; the goals are >= 1.0 against plain and >= 0.97 against
 # floor).  Reported per cell: the median of the per-round ratios, their
 # range, the mean, median and 5%-trimmed mean latencies.  Writes
-# bench/results/floor-<date>.md and .png (gnuplot), and .tsv (raw).
+# bench/out/floor-<date>.md and .png (gnuplot), and .tsv (raw).
 #
 #   sudo bench/floor.sh                          # about 6 minutes
 #   ROUNDS=2 DUR=5 sudo bench/floor.sh           # quick
@@ -200,7 +200,7 @@ fi
 
 cd "$(dirname "$0")/.."
 top=$PWD
-. scripts/deps.sh
+. test/deps.sh
 [ "$(id -u)" -eq 0 ] || { echo "run as root (the cluster runs as postgres)" >&2; exit 1; }
 command -v pgbench >/dev/null || fencing_install_deps
 work=$(mktemp -d /tmp/fencing-floor-bench.XXXXXX)
@@ -240,8 +240,8 @@ inner() {
 echo "== setting up ($POOL names per contender)" >&2
 inner start
 date=$(date -u +%Y%m%d-%H%M%S)
-mkdir -p bench/results
-base=bench/results/floor-$date${TAG:+-$TAG}
+mkdir -p "${BENCH_OUT:-bench/out}"
+base=${BENCH_OUT:-bench/out}/floor-$date${TAG:+-$TAG}
 tsv=$base.tsv
 : >"$tsv"
 for fs in $FSYNCS; do

@@ -7,7 +7,7 @@
 # Starts a throwaway cluster (initdb + pg_ctl in a temp directory, as user
 # postgres), measures every contender side by side in that one cluster,
 # alternating contenders over several rounds, and writes
-# bench/results/report-<date>.md and bench/results/report-<date>.png.
+# bench/out/report-<date>.md and bench/out/report-<date>.png.
 # What is measured and why the settings are what they are: bench/README.md.
 #
 # Sections:
@@ -606,7 +606,7 @@ sample_waits() {
 # ===========================================================================
 main() {
 	cd "$(dirname "$0")/.."
-	. scripts/deps.sh
+	. test/deps.sh
 	export PATH="/usr/lib/postgresql/$FENCING_PG_MAJOR/bin:$PATH"
 	T0=$(date +%s)
 
@@ -614,7 +614,7 @@ main() {
 	pkglibdir=$(pg_config --pkglibdir)
 	if [ ! -f "$sharedir/extension/fencing.control" ] || [ ! -f "$pkglibdir/fencing.so" ]; then
 		if [ "$(id -u)" -ne 0 ]; then
-			echo "the fencing extension is not installed; run scripts/test.sh (as root) first" >&2
+			echo "the fencing extension is not installed; run test/run.sh (as root) first" >&2
 			exit 1
 		fi
 		echo "== the extension is not installed: building and installing it" >&2
@@ -630,12 +630,12 @@ main() {
 	command -v python3 >/dev/null || { echo "python3 is needed for the report" >&2; exit 1; }
 
 	date=$(date -u +%Y%m%d-%H%M%S)
-	mkdir -p bench/results
+	mkdir -p "${BENCH_OUT:-bench/out}"
 	work=$(mktemp -d /tmp/fencing-bench.XXXXXX)
 	trap 'rm -rf "$work"' EXIT
 	# Others reinstall the extension while they test: run a private,
 	# relocated copy of the installation (postgres finds its share and lib
-	# directories relative to its binary, as in scripts/negative_control.sh),
+	# directories relative to its binary, as in test/negative/negative_control.sh),
 	# copied under the build lock, so the whole run measures one binary.
 	local pgbin=/usr/lib/postgresql/$FENCING_PG_MAJOR orig_path=$PATH
 	mkdir -p "$work/inst/usr/lib/postgresql" "$work/inst/usr/share/postgresql"
@@ -688,9 +688,9 @@ main() {
 	T2=$(date +%s)
 	printf 'main_s\t%s\nwait_s\t%s\n' $((T1 - T0)) $((T2 - T1)) >>"$work/out/machine.tsv"
 
-	python3 bench/report.py "$work/out" "bench/results/report-$date" "$MODE"
+	python3 bench/report.py "$work/out" "${BENCH_OUT:-bench/out}/report-$date" "$MODE"
 	echo
-	echo "(report: bench/results/report-$date.md$([ -f "bench/results/report-$date.png" ] && echo ", plot: bench/results/report-$date.png"); $((T2 - T0)) s in all)"
+	echo "(report: ${BENCH_OUT:-bench/out}/report-$date.md$([ -f "${BENCH_OUT:-bench/out}/report-$date.png" ] && echo ", plot: ${BENCH_OUT:-bench/out}/report-$date.png"); $((T2 - T0)) s in all)"
 }
 
 if [ "${1:-}" = "--inner" ]; then inner "$2"; exit 0; else main "$@"; exit $?; fi

@@ -27,7 +27,7 @@
 # contender: transactions, median and 5%-trimmed mean latency from
 # pgbench's log, grants from the rows' counters.  Groups rotate over
 # ROUNDS rounds; a ratio is the median of the per-round ratios.  Writes
-# bench/results/semaphore-<UTC date>.md.  bench/README.md says more.
+# bench/out/semaphore-<UTC date>.md.  bench/README.md says more.
 set -euo pipefail
 export LC_ALL=C
 : "${FENCING_PG_MAJOR:=15}"
@@ -285,7 +285,7 @@ if [ "${1:-}" = "--inner" ]; then inner "$2"; exit 0; fi
 # Part 1 (root): a private build, the run as postgres, the report.
 # ===========================================================================
 cd "$(dirname "$0")/.."
-. scripts/deps.sh
+. test/deps.sh
 [ "$(id -u)" -eq 0 ] || { echo "run as root (the cluster runs as postgres)" >&2; exit 1; }
 T0=$(date +%s)
 date=$(date -u +%Y%m%d-%H%M%S)
@@ -316,8 +316,8 @@ fencing_as_postgres env PATH="$FENCING_PG_BINDIR:$PATH" bash "$work/semaphore.sh
 	{ tail -n 40 "$work/server.log" >&2 || true; echo "bench/semaphore.sh: FAILED" >&2; exit 1; }
 printf 'so\t%s\ngit\t%s\nseconds\t%s\n' "$so_id" "$git_desc" $(($(date +%s) - T0)) >>"$work/out/machine.tsv"
 
-mkdir -p bench/results
-out=bench/results/semaphore-$date.md
+mkdir -p "${BENCH_OUT:-bench/out}"
+out=${BENCH_OUT:-bench/out}/semaphore-$date.md
 python3 bench/semaphore_report.py "$work/out" "$out" "$MODE" "$ROUNDS" "$DUR" "$POOL"
 echo
 echo "(report: $out; $(($(date +%s) - T0)) s in all)"

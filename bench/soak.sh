@@ -40,7 +40,7 @@
 #     the same window (machine load cancels out) is reported beside it.
 #
 #   sudo bench/soak.sh            # 20 windows of 60 s: about 21 minutes;
-#                                 # writes bench/results/soak-<date>.md/.png
+#                                 # writes bench/out/soak-<date>.md/.png
 #   sudo bench/soak.sh --short    # 5 windows of 30 s, about 3 minutes (CI):
 #                                 # the same checks, "soak: N passed, N failed"
 set -euo pipefail
@@ -196,7 +196,7 @@ if [ "${1:-}" = "--inner" ]; then
 fi
 
 cd "$(dirname "$0")/.."
-. scripts/deps.sh
+. test/deps.sh
 [ "$(id -u)" -eq 0 ] || { echo "run as root (the cluster runs as postgres)" >&2; exit 1; }
 command -v pgbench >/dev/null || fencing_install_deps
 work=$(mktemp -d /tmp/fencing-soak.XXXXXX)
@@ -240,8 +240,8 @@ check=$(inner check)
 
 date=$(date -u +%Y%m%d-%H%M%S)
 if [ "$MODE" = long ]; then
-	mkdir -p bench/results
-	base=bench/results/soak-$date
+	mkdir -p "${BENCH_OUT:-bench/out}"
+	base=${BENCH_OUT:-bench/out}/soak-$date
 else
 	base=$work/soak-$date
 fi

@@ -12,7 +12,7 @@
 # cluster of each, one cluster at a time and alternating which goes first,
 # at 8 and 64 clients, durable (fsync = on) and with fsync = off;
 # synchronous_commit stays on, so every commit waits for its WAL flush.
-# Writes bench/results/stats-cost-<date>.md: tps per run, the median of
+# Writes bench/out/stats-cost-<date>.md: tps per run, the median of
 # each side, and the ratio counters/base of each round (the two runs of a
 # round are back to back, so a change of the machine's load between rounds
 # cancels out of it) with their median and range.
@@ -34,7 +34,7 @@ BASE=${1:-83fed51}
 export ROUNDS DUR POOL CPU_TX CPU_ROUNDS
 
 [ "$(id -u)" -eq 0 ] || { echo "stats_cost.sh: run as root (it builds into private server copies and runs clusters as postgres)" >&2; exit 2; }
-. scripts/deps.sh
+. test/deps.sh
 fencing_install_deps
 
 work=$(mktemp -d /tmp/fencing-stats-cost.XXXXXX)
@@ -152,7 +152,8 @@ runuser -u postgres -- bash -c "inner '$work' '$top'"
 
 [ "$(cat "$work/counted")" = t ] || { echo "stats_cost.sh: the counters build did not count" >&2; exit 1; }
 
-out=bench/results/stats-cost-$(date -u +%Y%m%d-%H%M%S).md
+mkdir -p "${BENCH_OUT:-bench/out}"
+out=${BENCH_OUT:-bench/out}/stats-cost-$(date -u +%Y%m%d-%H%M%S).md
 python3 - "$work/runs.tsv" "$commit" "$base_commit" "$ROUNDS" "$DUR" "$work/cpu.tsv" "$CPU_TX" >"$out" <<'PY'
 import csv, statistics, sys, datetime, os
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter='\t'))

@@ -17,7 +17,7 @@
 #          fencing.next_token()): a write that moves the fence
 # on rows of each client's own.  The clusters alternate round by round.
 # Ratio: plain's 5%-trimmed mean latency / the script's (1.0 = as fast as
-# an unfenced asynchronous UPDATE).  Writes bench/results/sync-off-<date>.md.
+# an unfenced asynchronous UPDATE).  Writes bench/out/sync-off-<date>.md.
 #
 #   sudo bench/sync_off.sh              # about 3 minutes
 #   ROUNDS=2 DUR=5 sudo bench/sync_off.sh
@@ -105,7 +105,7 @@ for i, name in enumerate(names):
 fi
 
 cd "$(dirname "$0")/.."
-. scripts/deps.sh
+. test/deps.sh
 [ "$(id -u)" -eq 0 ] || { echo "run as root (the clusters run as postgres)" >&2; exit 1; }
 work=$(mktemp -d /tmp/fencing-sync-off.XXXXXX)
 chmod 755 "$work"
@@ -157,8 +157,8 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 
 date=$(date -u +%Y%m%d-%H%M%S)
-mkdir -p bench/results
-out=bench/results/sync-off-$date.md
+mkdir -p "${BENCH_OUT:-bench/out}"
+out=${BENCH_OUT:-bench/out}/sync-off-$date.md
 python3 - "$tsv" "$REF" "$(git describe --always --dirty 2>/dev/null || echo '?')" \
 	"$ROUNDS" "$DUR" "$CLIENTS" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)" >"$out" <<'PY'
 import sys, statistics, collections

@@ -1,11 +1,9 @@
 --
 -- A misspelt "fencing." name set before the library is loaded (SET, or
 -- PGOPTIONS, postgresql.conf, ALTER ROLE ... SET made before): no check
--- can refuse it then.  When the library loads, PostgreSQL 15 and later
--- remove it with a WARNING; 13 and 14 cannot remove it and only warn, so
--- there fence_guard refuses every write that declares no token while the
--- misspelt name has a value (docs/versions.md).  Either way no write goes
--- through as if the misspelt value had been a token.
+-- can refuse it then.  When the library loads, PostgreSQL removes it with
+-- a WARNING, so no write goes through as if the misspelt value had been a
+-- token.
 --
 \c
 SET fencing.tkn = '33';

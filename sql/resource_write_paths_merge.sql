@@ -3,12 +3,9 @@
 -- MERGE: every action kind (UPDATE, DELETE, INSERT, DO NOTHING) and
 -- several actions with conditions, whose UPDATE actions name different
 -- columns (a MERGE's updated columns are those of all its UPDATE actions,
--- so the guard judges values, not column lists).  MERGE is PostgreSQL 15
--- and later: outputs .out (15 and later) and _1.out (13, 14).
+-- so the guard judges values, not column lists).
 --
 \set VERBOSITY terse
-SELECT current_setting('server_version_num')::int >= 150000 AS has_merge \gset
-\if :has_merge
 \i sql/include/write_paths.sql
 
 -- merge1(): a MERGE on row 1 of the table, with the given actions
@@ -81,6 +78,3 @@ DROP TABLE wp_plain, wp_unfenced, wp_zero, wp_zfenced, wp_part, wp_inh_guarded, 
 	wp_side;
 DROP FUNCTION wp_put_back_fence(), wp_null_fence(), wp_static(bigint),
 	wp_dynamic(bigint), wp_sql(bigint), wp_touch(), wp_note_delete(), wp_write_side();
-\else
-\echo 'MERGE is PostgreSQL 15 and later'
-\endif

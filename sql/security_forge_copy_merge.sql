@@ -1,10 +1,9 @@
 --
 -- Security: no way around the functions (security_forge), the two
 -- statements that PostgreSQL refuses in words that differ by major: COPY
--- from a file (a server-file privilege; its message changed in 15 and in
--- 16) and MERGE (which 13 and 14 do not have: a syntax error).  Every
--- attempt fails and nothing changes.  Outputs: 15: .out, 16 and later:
--- _1.out, 13 and 14: _2.out.
+-- from a file (a server-file privilege; its message changed in 16), and
+-- MERGE.  Every attempt fails and nothing changes.  Outputs: 15: .out, 16
+-- and later: _1.out.
 --
 \i sql/include/case_harness.sql
 

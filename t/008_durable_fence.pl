@@ -38,7 +38,7 @@
 #     token is refused, in the row's own form: no stale write accepted.
 # Part 3, on the quiet server between the two: a write that moves a row's
 # fence, in each form, has its commit flushed when COMMIT returns.
-# scripts/negative_control.sh applies test/negative/no_durable_fence.patch
+# test/negative/negative_control.sh applies test/negative/no_durable_fence.patch
 # (fenced writes commit as synchronous_commit says) and requires this test
 # to fail.
 use strict;

@@ -15,7 +15,7 @@
 # advance_tokens().  With the band lock, B
 # waits for A; either way A is let go, B finishes, and A must then refuse
 # a token from before B's band entry.  Skipped when gdb is missing (outside
-# scripts/test.sh, which installs it).
+# test/run.sh, which installs it).
 use strict;
 use warnings;
 
@@ -29,7 +29,7 @@ use FencingTest;
 
 if (!in_path('gdb'))
 {
-	BAIL_OUT('gdb not found, although scripts/test.sh installs it')
+	BAIL_OUT('gdb not found, although test/run.sh installs it')
 	  if $ENV{FENCING_REQUIRE_HA_TOOLS};
 	plan skip_all => 'gdb not installed (Debian: gdb)';
 }

@@ -23,7 +23,7 @@
 #   - B writes again with b, accepted.
 # How many same-token writes the crash lost is reported, not asserted (the
 # WAL writer may write some before the stop).
-# scripts/negative_control.sh applies test/negative/no_durable_fence.patch (no
+# test/negative/negative_control.sh applies test/negative/no_durable_fence.patch (no
 # write forces its flush, B's moving write neither) and requires this test
 # to fail.
 use strict;

@@ -20,7 +20,7 @@ use Time::HiRes qw(time);
 my $faketime = (grep { -e $_ } glob('/usr/lib/*/faketime/libfaketime.so.1'))[0];
 if (!defined $faketime)
 {
-	# scripts/deps.sh installs it for CI (Debian: libfaketime)
+	# test/deps.sh installs it for CI (Debian: libfaketime)
 	plan skip_all => 'libfaketime not installed';
 }
 

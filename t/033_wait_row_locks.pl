@@ -312,7 +312,7 @@ $node->stop;
 my $faketime = (grep { -e $_ } glob('/usr/lib/*/faketime/libfaketime.so.1'))[0];
 SKIP:
 {
-	# scripts/deps.sh installs it for CI (Debian: libfaketime)
+	# test/deps.sh installs it for CI (Debian: libfaketime)
 	skip 'libfaketime not installed', 18 unless defined $faketime;
 
 	$node = PostgreSQL::Test::Cluster->new('clockstep');

@@ -1,14 +1,14 @@
 # Copyright: fencing extension authors
 #
-# 040_torture.pl: the randomized torture run (torture/, see its README.md)
+# 040_torture.pl: the randomized torture run (test/torture/, see its README.md)
 # in its short mode, and its negative control.
 #
-# torture/run.py drives 4 C worker processes (torture/worker, libpq) over 4
+# test/torture/run.py drives 4 C worker processes (test/torture/worker, libpq) over 4
 # leases and 4 fenced rows for about 2000 operations, and meanwhile stops
 # random workers with SIGSTOP for longer than the lease TTL, kills some with
 # SIGKILL (they are restarted), and crashes this node once with
 # "pg_ctl stop -m immediate" and restarts it, with synchronous_commit = off.
-# Every attempt and outcome is recorded; torture/check.py then checks the
+# Every attempt and outcome is recorded; test/torture/check.py then checks the
 # histories against the audit log that an AFTER UPDATE trigger kept, the
 # resource rows and fencing.leases.  The short run must pass with a
 # non-trivial history: stale writes refused (LF001) and pauses longer than
@@ -35,10 +35,10 @@ plan skip_all => 'python3-psycopg2 not installed'
 
 # the worker: C and libpq, warnings are errors
 my ($mout, $merr) = ('', '');
-my $built = IPC::Run::run([ 'make', '-s', '-C', 'torture' ],
+my $built = IPC::Run::run([ 'make', '-s', '-C', 'test/torture' ],
 	'<', \undef, '>', \$mout, '2>', \$merr);
 ok($built, 'the torture worker builds with -Wall -Wextra -Werror')
-  or BAIL_OUT("make -C torture failed: $mout$merr");
+  or BAIL_OUT("make -C test/torture failed: $mout$merr");
 
 my $tmp = PostgreSQL::Test::Utils::tempdir;
 
@@ -64,7 +64,7 @@ sub torture
 	my $out = '';
 	my $dir = "$tmp/$name";
 	my @cmd = (
-		$python, 'torture/run.py',
+		$python, 'test/torture/run.py',
 		'--connstr', $node->connstr('postgres'),
 		'--pgdata', $node->data_dir,
 		'--pglog', $node->logfile,

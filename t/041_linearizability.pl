@@ -1,14 +1,14 @@
 # Copyright: fencing extension authors
 #
 # 041_linearizability.pl: the linearizability checker of the lease API
-# (torture/lin/, see its README.md) in its short mode, and the checks that
+# (test/torture/lin/, see its README.md) in its short mode, and the checks that
 # it is not permissive.
 #
-# torture/lin/run.py runs six Python client processes for 30 s that acquire
+# test/torture/lin/run.py runs six Python client processes for 30 s that acquire
 # (with and without a wait), renew, release and lock leases and semaphore
 # slots with TTLs of 80-400 ms, while the driver freezes clients with
 # SIGSTOP and cancels their statements.  Every call is recorded with its
-# invocation and response time; torture/lin/check.py then searches, name by
+# invocation and response time; test/torture/lin/check.py then searches, name by
 # name, for a linearization against a sequential model of the README's
 # rules, expiry included.  The run must be linearizable, with a history
 # worth the name.  Then the checker must reject: the recorded history with
@@ -66,7 +66,7 @@ my $families = $ENV{LIN_FAMILIES} // join(',', @enabled);
 my $duration = $ENV{LIN_DURATION} // 30;
 note "linearizability seed $seed, families $families (pending: @pending)";
 
-# a program of torture/lin; returns (exit code, output, summary)
+# a program of test/torture/lin; returns (exit code, output, summary)
 sub lin
 {
 	my ($report, @cmd) = @_;
@@ -87,7 +87,7 @@ sub lin
 
 my $dir = "$tmp/run";
 my ($rc, $out, $s) = lin(
-	$dir, 'torture/lin/run.py',
+	$dir, 'test/torture/lin/run.py',
 	'--connstr', $node->connstr('postgres'),
 	'--mode', 'short', '--duration', $duration, '--families', $families,
 	'--seed', $seed, '--out', $dir);
@@ -140,7 +140,7 @@ foreach my $m ('swap-tokens', 'shorten-ttl')
 {
 	my $report = "$tmp/mutated-$m";
 	my ($mrc, $mout, $ms) = lin(
-		$report, 'torture/lin/check.py', $dir,
+		$report, 'test/torture/lin/check.py', $dir,
 		'--mutate', $m, '--mutate-seed', $seed, '--report', $report,
 		'--shrink-seconds', '10');
 	is($mrc, 1, "$m: the mutated history is rejected") or diag($mout);
@@ -155,8 +155,8 @@ foreach my $f ([ 'issue23-item1', 'L0' ], [ 'issue23-item5', 'M2' ])
 {
 	my ($name, $lease) = @$f;
 	my $report = "$tmp/$name";
-	my ($frc, $fout, $fs) = lin($report, 'torture/lin/check.py',
-		"torture/lin/fixtures/$name", '--report', $report);
+	my ($frc, $fout, $fs) = lin($report, 'test/torture/lin/check.py',
+		"test/torture/lin/fixtures/$name", '--report', $report);
 	is($frc, 1, "$name: rejected") or diag($fout);
 	is($fs->{partitions}{$lease}{ok}, JSON::PP::false,
 		"$name: no linearization of $lease");

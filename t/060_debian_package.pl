@@ -2,7 +2,7 @@
 #
 # 060_debian_package.pl: release metadata and the Debian package.
 #
-# 1. scripts/release_check.sh accepts the tree, and rejects copies whose
+# 1. test/release_check.sh accepts the tree, and rejects copies whose
 #    versions disagree (META.json vs fencing.control, CHANGELOG.md,
 #    debian/changelog) or whose META.json breaks the PGXN spec.
 # 2. The Debian package: test/debian/build_and_install.sh builds it with
@@ -43,8 +43,8 @@ ok(defined $default_version, "fencing.control's default_version is $default_vers
 # release_check.sh
 
 my ($out, $err);
-my $ok = IPC::Run::run([ 'bash', 'scripts/release_check.sh' ], '>', \$out, '2>', \$err);
-ok($ok, 'scripts/release_check.sh accepts the tree') or diag("$out$err");
+my $ok = IPC::Run::run([ 'bash', 'test/release_check.sh' ], '>', \$out, '2>', \$err);
+ok($ok, 'test/release_check.sh accepts the tree') or diag("$out$err");
 like($out, qr/release_check: ok \(fencing \d+\.\d+\.\d+, extension version \Q$default_version\E\)/,
 	'and names the versions it checked');
 
@@ -66,7 +66,7 @@ sub broken_copy
 	}
 	$edit->($dir);
 	my ($o, $e);
-	my $passed = IPC::Run::run([ 'bash', 'scripts/release_check.sh', $dir ],
+	my $passed = IPC::Run::run([ 'bash', 'test/release_check.sh', $dir ],
 		'>', \$o, '2>', \$e);
 	return ($passed, "$o$e");
 }
@@ -153,7 +153,7 @@ SKIP:
 	BAIL_OUT('no package to test') unless $built && $root && $deb;
 
 	like($deb, qr{/\Q$package\E_[^/]*_[a-z0-9]+\.deb$}, "the binary package is $package");
-	# one package per major that pg_buildext finds (debian/pgversions: 13+)
+	# one package per major that pg_buildext finds (debian/pgversions: 15+)
 	my @majors = split ' ', `pg_buildext supported-versions`;
 	ok(scalar(grep { $_ eq $major } @majors), "pg_buildext finds PostgreSQL $major (of: @majors)");
 	for my $v (@majors)

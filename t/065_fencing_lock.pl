@@ -1,6 +1,6 @@
 # Copyright: fencing extension authors
 #
-# 065_fencing_lock.pl: the fencing-lock program (client/fencing-lock.c),
+# 065_fencing_lock.pl: the fencing-lock program (src/bin/fencing-lock.c),
 # installed beside the server's programs, run for real against a cluster.
 #
 # The command it runs is t/065's cmd.pl (written below): it records in a

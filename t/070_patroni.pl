@@ -51,8 +51,8 @@
 #
 # FENCING_PATRONI_SCENARIOS="clock epoch etcd3" (the default) picks scenarios;
 # FENCING_PATRONI_STOP_ON_FAIL=0 runs on after a broken token check.
-# Outside scripts/test.sh, the test is skipped when patroni, etcd or
-# etcdctl are missing; under scripts/test.sh (FENCING_REQUIRE_HA_TOOLS=1),
+# Outside test/run.sh, the test is skipped when patroni, etcd or
+# etcdctl are missing; under test/run.sh (FENCING_REQUIRE_HA_TOOLS=1),
 # that is a failure.
 use strict;
 use warnings;
@@ -87,7 +87,7 @@ if (@missing)
 {
 	if ($ENV{FENCING_REQUIRE_HA_TOOLS})
 	{
-		BAIL_OUT("@missing not found, although scripts/test.sh installs them "
+		BAIL_OUT("@missing not found, although test/run.sh installs them "
 			  . "(FENCING_DEB_PACKAGES: patroni, etcd-server, etcd-client)");
 	}
 	plan skip_all => "@missing not installed (Debian: patroni etcd-server etcd-client)";

@@ -5,7 +5,7 @@
 # A Citus cluster on 127.0.0.1: a coordinator that holds the leases and
 # issues the tokens, and two workers that hold the shards of the
 # resources.  CREATE EXTENSION fencing on the coordinator reaches the
-# workers by itself.  Citus comes from scripts/citus.sh (built once into
+# workers by itself.  Citus comes from test/citus.sh (built once into
 # /var/cache/fencing-citus, installed into a private copy of the server);
 # without it the test skips, loudly.
 #
@@ -47,7 +47,7 @@ my $inst    = $ENV{FENCING_CITUS_INSTALL} // '';
 if ($inst eq '' || !-f "$inst/lib/citus.so")
 {
 	my $why = $ENV{FENCING_CITUS_SKIP}
-	  || 'FENCING_CITUS_INSTALL names no installation with Citus (run through scripts/test.sh)';
+	  || 'FENCING_CITUS_INSTALL names no installation with Citus (run through test/run.sh)';
 	diag("SKIPPING t/071_citus.pl: $why");
 	plan skip_all => $why;
 }

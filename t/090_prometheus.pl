@@ -31,7 +31,7 @@ my $contrib = "$FindBin::RealBin/../contrib/prometheus";
 
 if (!-x $exporter || !-x $promtool)
 {
-	# scripts/test.sh installs both (scripts/deps.sh): there it must run
+	# test/run.sh installs both (test/deps.sh): there it must run
 	die "$exporter or $promtool is missing"
 	  if $ENV{FENCING_REQUIRE_HA_TOOLS};
 	plan skip_all => 'prometheus-postgres-exporter or prometheus is not installed';

@@ -13,7 +13,7 @@
 # defaults and without fsync.  Every round runs every system once per cell,
 # back to back, the order rotating from round to round; ratios are taken
 # within a round.  Then the seed's story against Redis and fencing
-# (story.js).  Writes bench/results/peers-<UTC date>.md and .png.
+# (story.js).  Writes bench/out/peers-<UTC date>.md and .png.
 # What is measured and why: bench/peers/README.md.
 set -euo pipefail
 export LC_ALL=C
@@ -32,7 +32,7 @@ fi
 export ROUNDS DUR WARMUP PREWARM SYSTEMS CELLS PHASES TTL_S MODE
 
 # Debian packages of the peers (the PostgreSQL side comes from
-# scripts/deps.sh).  Their services are stopped and disabled after the
+# test/deps.sh).  Their services are stopped and disabled after the
 # install: this script starts its own servers.
 PEERS_DEB_PACKAGES=(etcd-server zookeeper redis-server default-jre-headless gnuplot-nox python3)
 PEERS_SERVICES=(etcd zookeeper redis-server)
@@ -272,7 +272,7 @@ stop_all() {
 # ===========================================================================
 main() {
 	cd "$(dirname "$0")/../.."
-	. scripts/deps.sh
+	. test/deps.sh
 	T0=$(date +%s)
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "run it as root (sudo): it installs packages and runs the servers as user postgres" >&2
@@ -306,7 +306,7 @@ main() {
 	# extension built from a copy of this tree into it
 	fencing_private_install "$work/inst"
 	mkdir -p "$work/src"
-	tar --exclude=.git --exclude=node_modules --exclude=bench/results -cf - . | tar -xf - -C "$work/src"
+	tar --exclude=.git --exclude=node_modules --exclude=bench/results --exclude=bench/out -cf - . | tar -xf - -C "$work/src"
 	(cd "$work/src" && fencing_build_install) >"$work/build.log" 2>&1 || {
 		tail -n 30 "$work/build.log" >&2
 		exit 1
@@ -337,10 +337,10 @@ main() {
 	T1=$(date +%s)
 	printf 'git\t%s\nmode\t%s\nrounds\t%s\ndur\t%s\nwarmup\t%s\nprewarm\t%s\nttl_s\t%s\ntotal_s\t%s\n' \
 		"$git" "$MODE" "$ROUNDS" "$DUR" "$WARMUP" "$PREWARM" "$TTL_S" $((T1 - T0)) >>"$work/out/machine.tsv"
-	mkdir -p bench/results
-	python3 bench/peers/report.py "$work/out" "bench/results/peers-$date"
+	mkdir -p "${BENCH_OUT:-bench/out}"
+	python3 bench/peers/report.py "$work/out" "${BENCH_OUT:-bench/out}/peers-$date"
 	echo
-	echo "(report: bench/results/peers-$date.md$([ -f "bench/results/peers-$date.png" ] && echo ", plot: bench/results/peers-$date.png"); $((T1 - T0)) s in all)"
+	echo "(report: ${BENCH_OUT:-bench/out}/peers-$date.md$([ -f "${BENCH_OUT:-bench/out}/peers-$date.png" ] && echo ", plot: ${BENCH_OUT:-bench/out}/peers-$date.png"); $((T1 - T0)) s in all)"
 }
 
 if [ "${1:-}" = "--inner" ]; then inner "$2"; exit 0; else main "$@"; exit $?; fi

@@ -9,7 +9,7 @@
 #                                            # SELECT set_config, not SET LOCAL
 #
 # One throwaway cluster of a private relocated copy of the server
-# installation with this tree's build (scripts/deps.sh).  bench/queues/
+# installation with this tree's build (test/deps.sh).  bench/queues/
 # setup.sql makes, for each of pg-boss, graphile-worker, River, Oban, Solid
 # Queue and pgmq, the queue's table(s) twice: in schema fq with the
 # recipe's triggers, in schema pq without.  Each round is one pgbench run
@@ -17,13 +17,13 @@
 # queue's statements) at weight 1, so both contenders of a queue meet the
 # same load at the same time; the machine is shared, so quote the ratios.
 # Ratio per queue and round: plain latency / fenced latency (1.0 = free;
-# target >= 0.97, issue 30).  Writes bench/results/queues-<UTC date>.md.
+# target >= 0.97, issue 30).  Writes bench/out/queues-<UTC date>.md.
 set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/../.."
 : "${FENCING_PG_MAJOR:=15}"
 : "${ROUNDS:=5}" "${DUR:=15}" "${CLIENTS:=4}" "${FSYNC:=off}"
-. scripts/deps.sh
+. test/deps.sh
 
 if [ "${1:-}" = "--inner" ]; then
 	# as postgres: $2 = work dir
@@ -94,8 +94,8 @@ runuser -u postgres -- env PATH="$FENCING_PG_BINDIR:$PATH" ROUNDS="$ROUNDS" DUR=
 	CLIENTS="$CLIENTS" FSYNC="$FSYNC" DECLARE="${DECLARE:-set_local}" bash bench/queues/run.sh --inner "$W"
 make -s clean PG_CONFIG="$FENCING_PG_BINDIR/pg_config" >/dev/null
 
-mkdir -p bench/results
-out=bench/results/queues-$(date -u +%Y%m%d-%H%M%S).md
+mkdir -p "${BENCH_OUT:-bench/out}"
+out=${BENCH_OUT:-bench/out}/queues-$(date -u +%Y%m%d-%H%M%S).md
 python3 - "$W/latency.tsv" "$W/checks.txt" "$out" "$ROUNDS" "$DUR" "$CLIENTS" "$FSYNC" "${DECLARE:-set_local}" <<'PY'
 import statistics, sys, collections
 tsv, checks, out, rounds, dur, clients, fsync, declare = sys.argv[1:]

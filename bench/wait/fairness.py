@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """fairness.py: how fairly N clients contending for one lease are served.
 
-Connects with libpq defaults (PGHOST, PGPORT, ... as scripts/tmp_cluster.sh
+Connects with libpq defaults (PGHOST, PGPORT, ... as test/tmp_cluster.sh
 sets them) to a database with the fencing extension.  For each contender,
 CLIENTS processes (one connection each, autocommit) start together and
 loop for SECONDS:

@@ -10,14 +10,14 @@
 #   sudo bench/wait/fairness.sh --contenders fifo,poll
 #
 # The extension is built and installed into a private copy of the server
-# (scripts/deps.sh fencing_private_install), never into the system's, and
-# measured in a throwaway cluster of that copy (scripts/tmp_cluster.sh, as
-# user postgres).  Results: stdout and bench/wait/results-fairness-<date>.md (and .json:
+# (test/deps.sh fencing_private_install), never into the system's, and
+# measured in a throwaway cluster of that copy (test/tmp_cluster.sh, as
+# user postgres).  Results: stdout and bench/out/wait-fairness-<date>.md (and .json:
 # the summaries).
 set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/../.."
-. scripts/deps.sh
+. test/deps.sh
 PYTHON=/usr/bin/python3
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -42,7 +42,7 @@ fencing_build_install >/dev/null
 flock -u 9
 exec 9>&-
 
-cp bench/wait/fairness.py scripts/tmp_cluster.sh "$work/"
+cp bench/wait/fairness.py test/tmp_cluster.sh "$work/"
 cat >"$work/inner.sh" <<'EOF'
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -51,7 +51,8 @@ psql -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION fencing"
 EOF
 chown -R postgres:postgres "$work"
 
-result="bench/wait/results-fairness-$(date -u +%Y%m%d-%H%M%S).md"
+mkdir -p "${BENCH_OUT:-bench/out}"
+result="${BENCH_OUT:-bench/out}/wait-fairness-$(date -u +%Y%m%d-%H%M%S).md"
 status=0
 fencing_as_postgres env PATH="$FENCING_PG_BINDIR:$PATH" \
 	TMP_CLUSTER_CONF="max_connections = 200" \

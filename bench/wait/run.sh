@@ -24,7 +24,7 @@
 # Targets: handover median <= 1 ms and p99 <= 10 ms; the idle waiters
 # < 5 % of one core.
 #
-# Results: stdout and bench/wait/results-<date>.md.
+# Results: stdout and bench/out/wait-<date>.md.
 set -euo pipefail
 export LC_ALL=C
 
@@ -162,14 +162,14 @@ fi
 # Part 1: find the extension, start a throwaway cluster as postgres.
 # ---------------------------------------------------------------------------
 cd "$(dirname "$0")/../.."
-. scripts/deps.sh
+. test/deps.sh
 export PATH="/usr/lib/postgresql/$FENCING_PG_MAJOR/bin:$PATH"
 
 sharedir=$(pg_config --sharedir)
 pkglibdir=$(pg_config --pkglibdir)
 if [ ! -f "$sharedir/extension/fencing.control" ] || [ ! -f "$pkglibdir/fencing.so" ]; then
 	if [ "$(id -u)" -ne 0 ]; then
-		echo "the fencing extension is not installed; run scripts/test.sh (as root) first" >&2
+		echo "the fencing extension is not installed; run test/run.sh (as root) first" >&2
 		exit 1
 	fi
 	echo "== the extension is not installed: building and installing it" >&2
@@ -185,7 +185,8 @@ fi
 	exit 1
 }
 
-result="bench/wait/results-$(date -u +%Y%m%d-%H%M%S).md"
+mkdir -p "${BENCH_OUT:-bench/out}"
+result="${BENCH_OUT:-bench/out}/wait-$(date -u +%Y%m%d-%H%M%S).md"
 work=$(mktemp -d /tmp/fencing-bench-wait.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cp bench/wait/run.sh bench/wait/driver.py "$work/"

@@ -44,7 +44,7 @@ mkdir -p "$out/src"
 
 echo "== dpkg-buildpackage -us -uc -b in $out/src"
 # One binary package per PostgreSQL major that pg_buildext finds (debian/
-# pgversions, 13+, and the postgresql-server-dev-NN installed):
+# pgversions, 15+, and the postgresql-server-dev-NN installed):
 # PG_UPDATECONTROL regenerates debian/control from control.in for them, as
 # PGDG builds do.
 if ! (cd "$out/src" && PG_UPDATECONTROL=yes \

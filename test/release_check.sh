@@ -3,8 +3,8 @@
 # and with the PGXN Meta Spec v1.0.0.  Exits non-zero, listing every
 # problem, if anything is off.
 #
-#   scripts/release_check.sh            # the tree this script lives in
-#   scripts/release_check.sh DIR        # another copy of the tree
+#   test/release_check.sh            # the tree this script lives in
+#   test/release_check.sh DIR        # another copy of the tree
 #
 # The single source of the version is default_version in fencing.control
 # (the extension version, e.g. '1.0').  Everything else must agree with it:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # check_model.sh: verify the Promela models of the lease and fencing protocol
-# (model/fencing.pml) and of counting semaphores (model/semaphore.pml),
-# described in model/README.md, with spin.
+# (test/model/fencing.pml) and of counting semaphores (test/model/semaphore.pml),
+# described in test/model/README.md, with spin.
 #
 # The correct configurations must verify with 0 errors, exhaustively.  The
 # broken ones (no fence, a token source that goes backwards, a slot taken
@@ -19,7 +19,7 @@
 # semaphores with more grants, more ticks, a lock delay): a minute or more.
 set -uo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 jobs=${FENCING_MODEL_JOBS:-2}
 
 for tool in spin gcc; do
@@ -33,7 +33,7 @@ tmp=$(mktemp -d /tmp/fencing-model.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
 # name | expect (pass, or the property to be violated) | spin -D flags | what
-# [| model file in model/, default fencing.pml]
+# [| model file in test/model/, default fencing.pml]
 checks=(
 	"strict|pass||strict fence_allows (fence < t), 2 workers, gaps, 1 failover; also invalid end states"
 	"strict_ltl|pass|-DP3_LTL -DNO_GAPS|the same with P3 as the LTL claim, no gaps"
@@ -94,7 +94,7 @@ run_check() {
 	local start end secs errors states trans depth
 
 	mkdir -p "$dir"
-	cp "$root/model/$pml" "$dir/$pml"
+	cp "$root/test/model/$pml" "$dir/$pml"
 	cd "$dir" || return 1
 	{
 		echo "== $name: $what"

@@ -20,11 +20,11 @@
 #                     are not refused (the primary that resumes after a
 #                     freeze, t/015_resumed_primary.pl)
 #
-#   sudo scripts/negative_control.sh
-#   NEGATIVE_VARIANTS=no_durable_fence sudo scripts/negative_control.sh
+#   sudo test/negative/negative_control.sh
+#   NEGATIVE_VARIANTS=no_durable_fence sudo test/negative/negative_control.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/deps.sh
+cd "$(dirname "$0")/../.."
+. test/deps.sh
 
 # variant => the tests that must fail against it (add a variant: one line
 # here, one test/negative/VARIANT.patch)

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # deps.sh: install what building and testing fencing needs, from Debian's
-# archive.  Sourced by demo.sh and test.sh; does nothing when all is there.
+# archive.  Sourced by examples/demo.sh and test/run.sh; does nothing when all is there.
 set -euo pipefail
 
 FENCING_PG_MAJOR=${FENCING_PG_MAJOR:-15}
 # The server to build against and test with: the system's by default, or a
 # private relocated copy (fencing_private_install) or another major's
-# installation (scripts/matrix.sh).
+# installation (test/matrix.sh).
 FENCING_PG_BINDIR=${FENCING_PG_BINDIR:-/usr/lib/postgresql/$FENCING_PG_MAJOR/bin}
 FENCING_DEB_PACKAGES=(
 	make gcc
@@ -99,12 +99,34 @@ fencing_install_deps() {
 # and the skewed clocks of t/013_clock_skew.pl and t/014_token_epoch.pl.
 # gdb: t/016_band_check_race.pl stops a backend at a breakpoint.
 # bison, flex, libssl-dev, zlib1g-dev, bzip2, xz-utils: the PostgreSQL
-# servers that scripts/pg_server.sh builds for the version matrix.
-# liblz4-dev, libzstd-dev: building Citus (scripts/citus.sh, t/071_citus.pl),
+# servers that test/pg_server.sh builds for the version matrix.
+# liblz4-dev, libzstd-dev: building Citus (test/citus.sh, t/071_citus.pl),
 # configured --without-libcurl.
 # prometheus-postgres-exporter: t/090_prometheus.pl runs it against a test
 # cluster with contrib/prometheus/queries.yaml; prometheus: its promtool
 # checks contrib/prometheus/alerts.yaml (neither service is started).
+
+# fencing_shared_dir: the shared directory beside the repository, with the
+# sources the matrix and Citus are built from (CI: ../shared relative to the
+# top of the clone; a worktree: beside the main checkout).  FENCING_SHARED_DIR
+# overrides.
+fencing_shared_dir() {
+	local d top
+	top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+	if [ -n "${FENCING_SHARED_DIR:-}" ]; then
+		echo "$FENCING_SHARED_DIR"
+		return
+	fi
+	for d in "$top/../shared" \
+		"$(git -C "$top" rev-parse --show-toplevel 2>/dev/null)/../shared" \
+		"$(dirname "$(cd "$top" && cd "$(git rev-parse --git-common-dir 2>/dev/null || echo .)" && pwd)")/../shared"; do
+		if [ -d "$d/postgresql-sources" ] || [ -d "$d/citus-sources" ]; then
+			(cd "$d" && pwd)
+			return
+		fi
+	done
+	echo "$top/../shared"
+}
 
 # Build with warnings as errors and install into the server's directories.
 # Server headers trip -Wunused-parameter, so that one warning stays off.

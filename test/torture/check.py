@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """check.py: the history checker of a torture run (see README.md).
 
-    torture/check.py OUTDIR [--json FILE] [--max-report N]
+    test/torture/check.py OUTDIR [--json FILE] [--max-report N]
 
 OUTDIR is what run.py wrote: history/*.jsonl (one file per worker
 incarnation), events.jsonl (pauses, kills, crashes), final.json (the audit

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """doc_test.py: run the code blocks of the documentation, check what they print.
 
-Run by scripts/doc_test.sh (see there for how to call it).  Needs a running
+Run by test/docs/doc_test.sh (see there for how to call it).  Needs a running
 server reached through libpq's environment (PGHOST, PGPORT, PGUSER: a
 superuser) with the extension installed, psql on PATH, and the repository
 root as working directory.

@@ -1,8 +1,8 @@
 /*
  * fencing.pml: the lease + fencing-token protocol of the fencing extension,
  * as a Promela model for spin.  It models the protocol, not the C code;
- * model/README.md maps every step to the function or SQL statement that
- * implements it.  scripts/check_model.sh runs every configuration below.
+ * test/model/README.md maps every step to the function or SQL statement that
+ * implements it.  test/model/check_model.sh runs every configuration below.
  *
  * Actors
  *   clock      a global discrete clock that ticks up to TMAX; a tick can
@@ -360,7 +360,7 @@ byte accGrant;		/* grant number of the last accepted write; 0 = none */
  * accepted write (the new write's grant is not older than the last one's);
  * with P3_LTL it is the LTL formula below instead: for every g, once
  * accGrant >= g, it stays >= g.  The claim makes pan's search about twice
- * as large, so scripts/check_model.sh uses it in two runs only.
+ * as large, so test/model/check_model.sh uses it in two runs only.
  */
 #ifdef P3_LTL
 #define P3(g)		skip

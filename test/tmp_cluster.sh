@@ -6,8 +6,13 @@
 # the cluster afterwards.  The exit status is the command's.  Must run as a
 # user initdb accepts (not root).
 #
-#   scripts/tmp_cluster.sh make installcheck
-#   TMP_CLUSTER_CONF='max_prepared_transactions = 10' scripts/tmp_cluster.sh psql
+# Why not pg_virtualenv (postgresql-common): it finds servers by major under
+# /usr/lib/postgresql/NN, so it cannot run a private copy of the
+# installation (FENCING_PRIVATE=1, the negative control) nor the matrix's
+# own builds of 16, 17 and 18; this runs whatever initdb is first on PATH.
+#
+#   test/tmp_cluster.sh make installcheck
+#   TMP_CLUSTER_CONF='max_prepared_transactions = 10' test/tmp_cluster.sh psql
 set -euo pipefail
 [ $# -gt 0 ] || { echo "usage: $0 COMMAND [ARG...]" >&2; exit 2; }
 [ "$(id -u)" -ne 0 ] || { echo "tmp_cluster.sh: initdb refuses root; run as postgres" >&2; exit 2; }

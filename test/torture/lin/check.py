@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """check.py: is the history of a linearizability run linearizable?
 
-    torture/lin/check.py OUTDIR [--eps-ms 1] [--live-slack-ms 1000]
+    test/torture/lin/check.py OUTDIR [--eps-ms 1] [--live-slack-ms 1000]
                          [--mutate swap-tokens|shorten-ttl] [--json FILE]
 
 OUTDIR is what run.py wrote: history/*.jsonl (one file per client),

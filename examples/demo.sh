@@ -2,7 +2,7 @@
 # demo.sh: show, with two real concurrent database sessions, why a lease
 # alone does not protect a shared resource and how a fencing token does.
 #
-#   sudo scripts/demo.sh
+#   sudo examples/demo.sh
 #
 # Installs build dependencies if missing, builds and installs the
 # extension, starts a throwaway PostgreSQL cluster (pg_virtualenv) and
@@ -17,10 +17,10 @@ cd "$(dirname "$0")/.."
 # ---------------------------------------------------------------------------
 if [ "${1:-}" != "--story" ]; then
 	if [ "$(id -u)" -ne 0 ]; then
-		echo "demo.sh installs packages and the extension: run it as root (sudo scripts/demo.sh)" >&2
+		echo "demo.sh installs packages and the extension: run it as root (sudo examples/demo.sh)" >&2
 		exit 1
 	fi
-	. scripts/deps.sh
+	. test/deps.sh
 	echo "== checking build dependencies"
 	fencing_install_deps
 	echo "== building and installing the fencing extension"
@@ -38,7 +38,7 @@ if [ "${1:-}" != "--story" ]; then
 	# the story prints on fd 3.
 	status=0
 	fencing_as_postgres pg_virtualenv -v "$FENCING_PG_MAJOR" \
-		bash scripts/demo.sh --story 3>&1 >"$work/pg_virtualenv.log" 2>&1 || status=$?
+		bash examples/demo.sh --story 3>&1 >"$work/pg_virtualenv.log" 2>&1 || status=$?
 	if [ $status -ne 0 ]; then
 		echo
 		echo "---- pg_virtualenv output"

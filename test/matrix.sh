@@ -4,11 +4,11 @@
 # (test/matrix/tap_tests) on each; fencing-lock is built by the same make
 # and must run.
 #
-#   sudo scripts/matrix.sh               # 13 14 15 16 17 18
-#   sudo scripts/matrix.sh 13 17         # some majors
-#   sudo scripts/matrix.sh --prepare     # only obtain (build, cache) the servers
+#   sudo test/matrix.sh               # 15 16 17 18
+#   sudo test/matrix.sh 16 17         # some majors
+#   sudo test/matrix.sh --prepare     # only obtain (build, cache) the servers
 #
-# Each server comes from scripts/pg_server.sh (cached under
+# Each server comes from test/pg_server.sh (cached under
 # /var/cache/fencing-pg/NN).  Each major gets a private copy of its server
 # installation and of this tree: fencing is built with -Wall -Wextra
 # -Werror and installed into that copy only, never into the system's
@@ -25,15 +25,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$PWD
-. scripts/deps.sh
-. scripts/pg_server.sh
+. test/deps.sh
+. test/pg_server.sh
 
 prepare_only=
 if [ "${1:-}" = --prepare ]; then
 	prepare_only=1
 	shift
 fi
-majors=${*:-${FENCING_MATRIX_MAJORS:-13 14 15 16 17 18}}
+majors=${*:-${FENCING_MATRIX_MAJORS:-15 16 17 18}}
 suites=${FENCING_MATRIX_SUITES:-regress isolation tap}
 tap_tests=${FENCING_MATRIX_TAP:-$(grep -v '^#' test/matrix/tap_tests | grep . | tr '\n' ' ')}
 
@@ -144,8 +144,8 @@ run_major() {
 	for s in $suites; do
 		log=$root/$s.log
 		case $s in
-		regress) cmd=(bash scripts/tmp_cluster.sh make -s installcheck ISOLATION= TAP_TESTS=) ;;
-		isolation) cmd=(bash scripts/tmp_cluster.sh make -s installcheck REGRESS= TAP_TESTS=) ;;
+		regress) cmd=(bash test/tmp_cluster.sh make -s installcheck ISOLATION= TAP_TESTS=) ;;
+		isolation) cmd=(bash test/tmp_cluster.sh make -s installcheck REGRESS= TAP_TESTS=) ;;
 		tap) cmd=(make -s installcheck REGRESS= ISOLATION= PROVE_TESTS="$tap_tests") ;;
 		*)
 			echo "unknown matrix suite $s" >&2

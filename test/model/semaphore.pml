@@ -1,10 +1,10 @@
 /*
  * semaphore.pml: fencing.semaphore_acquire, a counting semaphore of N
  * slots, each slot a lease row of its own, as a Promela model for spin.
- * It models the protocol, not the C code; model/README.md ("Counting
+ * It models the protocol, not the C code; test/model/README.md ("Counting
  * semaphores") maps every step to the function that implements it, and
- * scripts/check_model.sh runs every configuration below.  The token
- * source, crashes of the server and failovers are model/fencing.pml's:
+ * test/model/check_model.sh runs every configuration below.  The token
+ * source, crashes of the server and failovers are test/model/fencing.pml's:
  * here tokens come from one counter that only goes up.
  *
  * Actors
@@ -35,7 +35,7 @@
  * Every worker asks for the same N slots: a name has one kind and one
  * number of slots while any slot is held (LF021), so the kind columns of
  * the rows never differ here.  Changing a name's kind is not modeled (see
- * model/README.md, "One kind per name").
+ * test/model/README.md, "One kind per name").
  *
  * Properties (assertions; each names what it checks)
  *   P1  one_holder_per_slot: a grant never replaces another holder's live

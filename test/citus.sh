@@ -7,7 +7,7 @@
 # caches the installed files under /var/cache/fencing-citus/VERSION-pgMAJOR,
 # rebuilding when the cache is missing or incomplete.
 # fencing_citus_install copies the cached files into the installation that
-# FENCING_PG_BINDIR points to (the private copy of scripts/test.sh); it
+# FENCING_PG_BINDIR points to (the private copy of test/run.sh); it
 # refuses to write into the system's /usr/lib/postgresql.
 
 fencing_citus_version() {
@@ -19,10 +19,8 @@ fencing_citus_version() {
 }
 
 fencing_citus_sources() {
-	local top
-	top=$(git rev-parse --show-toplevel 2>/dev/null || pwd)
-	for d in "${FENCING_CITUS_SOURCES:-}" "$top/../shared/citus-sources" \
-		/work/shared/citus-sources; do
+	local d
+	for d in "${FENCING_CITUS_SOURCES:-}" "$(fencing_shared_dir)/citus-sources"; do
 		[ -n "$d" ] && [ -d "$d" ] && { echo "$d"; return 0; }
 	done
 	return 1
@@ -85,7 +83,7 @@ fencing_citus_install() {
 		"$destdir/usr/share/postgresql/$FENCING_PG_MAJOR/extension/"
 }
 
-# fencing_citus_prepare: for scripts/test.sh, after the extension is built.
+# fencing_citus_prepare: for test/run.sh, after the extension is built.
 # Sets FENCING_CITUS_INSTALL to a server installation (the private copy of
 # FENCING_PRIVATE=1, else a copy of its own under /tmp, with the extension
 # installed into it) that has Citus, or FENCING_CITUS_SKIP to the reason it

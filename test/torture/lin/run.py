@@ -8,9 +8,9 @@ with SIGSTOP and thaws them with SIGCONT, then runs check.py on the
 recorded history.  Exit status is the checker's: 0 linearizable, 1
 violations, 2 the run itself failed.
 
-    sudo torture/lin/run.py --mode short                # CI size
-    sudo torture/lin/run.py --mode long --duration 1200 # 20 minutes
-    sudo torture/lin/run.py --families basic,txcheck    # what to exercise
+    sudo test/torture/lin/run.py --mode short                # CI size
+    sudo test/torture/lin/run.py --mode long --duration 1200 # 20 minutes
+    sudo test/torture/lin/run.py --families basic,txcheck    # what to exercise
 
 Families (what the clients do besides acquire, renew, release and lock
 on lease names, with short TTLs, waits and expiry):

@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
-# test.sh: install build dependencies, build with -Wall -Wextra -Werror,
+# run.sh: install build dependencies, build with -Wall -Wextra -Werror,
 # install, and run every suite: pg_regress, isolation specs, the
-# documentation's code blocks (scripts/doc_test.sh), TAP tests, the soak
+# documentation's code blocks (test/docs/doc_test.sh), TAP tests, the soak
 # run's short mode (bench/soak.sh --short), the negative
 # control and the model check on PostgreSQL 15; then the version matrix
-# (scripts/matrix.sh: build, regress, isolation and the token TAP tests on
-# 13, 14, 16, 17 and 18).
+# (test/matrix.sh: build, regress, isolation and the token TAP tests on
+# 16, 17 and 18).
 #
-#   sudo scripts/test.sh                 # everything
-#   FENCING_SUITES="regress isolation" sudo scripts/test.sh
-#   FENCING_SUITES=docs sudo scripts/test.sh     # README.md, docs/, examples/
-#   PROVE_TESTS=t/002_promotion.pl sudo scripts/test.sh
-#   FENCING_MATRIX_MAJORS="13 17" sudo scripts/test.sh   # fewer other majors
-#   FENCING_PRIVATE=1 sudo scripts/test.sh   # a private copy of the server
+#   sudo test/run.sh                 # everything
+#   FENCING_SUITES="regress isolation" sudo test/run.sh
+#   FENCING_SUITES=docs sudo test/run.sh     # README.md, docs/, examples/
+#   PROVE_TESTS=t/002_promotion.pl sudo test/run.sh
+#   FENCING_MATRIX_MAJORS="16 18" sudo test/run.sh   # fewer other majors
+#   FENCING_PRIVATE=1 sudo test/run.sh   # a private copy of the server
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. scripts/deps.sh
-. scripts/citus.sh
+. test/deps.sh
+. test/citus.sh
 
 suites=${FENCING_SUITES:-"regress isolation docs tap soak negative model matrix"}
 # fencing_install_deps installs Patroni and etcd: here t/070_patroni.pl must
@@ -26,16 +26,16 @@ top=$PWD
 
 fencing_install_deps
 # The matrix's servers are built (first run on a machine) or found cached
-# in the background while the 15 suites run; scripts/matrix.sh waits for
+# in the background while the 15 suites run; test/matrix.sh waits for
 # each one it needs.
-matrix_majors=${FENCING_MATRIX_MAJORS:-13 14 16 17 18}
+matrix_majors=${FENCING_MATRIX_MAJORS:-16 17 18}
 matrix_prep=
 case " $suites " in
 *" matrix "*)
 	if [ "$(id -u)" -eq 0 ]; then
 		matrix_prep_log=$(mktemp /tmp/fencing-matrix-prep.XXXXXX)
 		# shellcheck disable=SC2086
-		nice -n 10 bash scripts/matrix.sh --prepare $matrix_majors >"$matrix_prep_log" 2>&1 &
+		nice -n 10 bash test/matrix.sh --prepare $matrix_majors >"$matrix_prep_log" 2>&1 &
 		matrix_prep=$!
 	fi
 	;;
@@ -58,7 +58,7 @@ flock 9
 fencing_build_install "${FENCING_EXTRA_CFLAGS:-}"
 # the layers of src/, from the objects just built (test/check_layers.sh)
 bash test/check_layers.sh || { flock -u 9; exit 1; }
-# Citus for t/071_citus.pl (scripts/citus.sh): built once into
+# Citus for t/071_citus.pl (test/citus.sh): built once into
 # /var/cache/fencing-citus, installed into a private copy of the server only
 export FENCING_CITUS_INSTALL= FENCING_CITUS_SKIP= FENCING_CITUS_COPY=
 case " $suites " in
@@ -72,12 +72,14 @@ esac
 work=$(fencing_copy_tree_for_postgres)
 flock -u 9
 # keep the actual outputs of failed runs for a look afterwards
+# (FENCING_RESULTS: where; one directory per machine by default)
+results_dir=${FENCING_RESULTS:-/tmp/fencing-results}
 keep_results() {
 	if [ "$status" -ne 0 ]; then
-		rm -rf /tmp/fencing-results
-		mkdir -p /tmp/fencing-results
-		cp -r "$work"/results "$work"/output_iso/results /tmp/fencing-results/ 2>/dev/null || true
-		echo "actual outputs of this run: /tmp/fencing-results"
+		rm -rf "$results_dir"
+		mkdir -p "$results_dir"
+		cp -r "$work"/results "$work"/output_iso/results "$results_dir/" 2>/dev/null || true
+		echo "actual outputs of this run: $results_dir"
 	fi
 	rm -rf "$work"
 	[ -z "$private" ] || rm -rf "$private"
@@ -137,13 +139,13 @@ run_suite_as_root() {
 	RUN_AS=command run_suite "$@"
 }
 
-PGX="bash $work/scripts/tmp_cluster.sh"
+PGX="bash $work/test/tmp_cluster.sh"
 for s in $suites; do
 	case $s in
 	regress)
 		[ -n "$(ls sql/*.sql 2>/dev/null)" ] &&
 			run_suite regress $PGX make -s installcheck ISOLATION= TAP_TESTS=
-		# the counters of fencing_monitor, which on 13 to 16 count only
+		# the counters of fencing_monitor, which on 15 and 16 count only
 		# with shared_preload_libraries (off above: monitor_stats_1.out)
 		run_suite preload env TMP_CLUSTER_CONF="shared_preload_libraries = 'fencing'" \
 			$PGX make -s installcheck REGRESS=monitor_stats ISOLATION=monitor_waits TAP_TESTS=
@@ -155,7 +157,7 @@ for s in $suites; do
 	docs)
 		# every SQL block of README.md and docs/, every command of the
 		# examples' READMEs, run as written in a throwaway cluster
-		run_suite docs bash scripts/doc_test.sh
+		run_suite docs bash test/docs/doc_test.sh
 		;;
 	tap)
 		[ -n "$(ls t/*.pl 2>/dev/null)" ] &&
@@ -170,7 +172,7 @@ for s in $suites; do
 			continue
 		fi
 		export FENCING_MATRIX_MAJORS=$matrix_majors
-		run_suite_as_root matrix bash "$top/scripts/matrix.sh"
+		run_suite_as_root matrix bash "$top/test/matrix.sh"
 		if [ -n "$matrix_prep" ]; then
 			wait "$matrix_prep" || true
 			if [ -f "$matrix_prep_log" ] && grep -q 'not obtained' "$matrix_prep_log"; then
@@ -186,11 +188,11 @@ for s in $suites; do
 		;;
 	negative)
 		# the token tests must fail against a plain nextval()
-		run_suite negative bash scripts/negative_control.sh
+		run_suite negative bash test/negative/negative_control.sh
 		;;
 	model)
-		[ -x scripts/check_model.sh ] &&
-			run_suite model bash scripts/check_model.sh
+		[ -x test/model/check_model.sh ] &&
+			run_suite model bash test/model/check_model.sh
 		;;
 	*)
 		echo "unknown suite $s" >&2
