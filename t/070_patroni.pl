@@ -397,6 +397,41 @@ sub wait_streaming
 	}
 }
 
+# reinitialize members (kill, empty data directory, start) until each
+# streams from $leader.  Under load, Patroni 3.0.2 sometimes leaves a
+# reinitialized replica with no WAL receiver ("waiting for WAL to become
+# available" for good, while it reports following the leader); a member
+# gets three tries of 60 s, as an operator would reinitialize it again.
+sub reinit_until_streaming
+{
+	my ($leader, @names) = @_;
+	for my $name (@names)
+	{
+		my $m = $member{$name};
+		for my $try (1 .. 3)
+		{
+			signal_member($m, 'KILL', 1);
+			rmtree($m->{data});
+			start_member($m);
+			my $until = mono() + 60;
+			my $ok = 0;
+			while (!$ok && mono() < $until)
+			{
+				my ($code) = rest($m, '/replica');
+				my $s = $code && $code == 200 ? psql($member{$leader},
+					"SELECT state FROM pg_stat_replication WHERE application_name = '$name'",
+					timeout => 3) : undef;
+				$ok = defined $s && $s =~ /streaming/;
+				usleep(100_000) unless $ok;
+			}
+			last if $ok;
+			give_up("$name did not stream from $leader after $try reinitializations")
+			  if $try == 3;
+			note "$name reinitialized, not streaming after 60 s: reinitialized again";
+		}
+	}
+}
+
 sub timeline_of
 {
 	my ($m) = @_;
@@ -800,12 +835,7 @@ sub freeze_and_resume
 		# leader's: Patroni 3.0.2 rewinds a demoted leader but not a replica
 		# (and not always the former either), so both are reinitialized, as
 		# after the double failover
-		for my $other (grep { $_ ne $old } @{ $scenario->{members} })
-		{
-			signal_member($member{$other}, 'KILL', 1);
-			rmtree($member{$other}{data});
-			start_member($member{$other});
-		}
+		reinit_until_streaming($leader, grep { $_ ne $old } @{ $scenario->{members} });
 	}
 	wait_streaming($leader, grep { $_ ne $leader } @{ $scenario->{members} });
 	$scenario->{took_back} = $leader eq $old ? 1 : 0;
@@ -932,9 +962,8 @@ for my $mode (@scenarios)
 		start_member($member{$x});
 		# Y shares its timeline ID with Z, so Patroni would not rewind it:
 		# reinitialize it
-		rmtree($member{$y}{data});
-		start_member($member{$y});
-		wait_streaming($z, $x, $y);
+		reinit_until_streaming($z, $y);
+		wait_streaming($z, $x);
 		failover_kill('clock failover 5', 1);
 		my $rw = 0;
 		$rw += rewinds($member{$_}) for @{ $scenario->{members} };
