@@ -124,11 +124,12 @@ async function main() {
   say('A', `write REFUSED: ${r.sqlstate}`);
   const s = await a.wait('stopped', { token: ta });
   say('A', `stopped leading: ${s.reason}, successor ${s.successor === tb ? "B's token" : s.successor}`);
+  // A first: a candidate again, it would lead once B resigns
+  a.proc.kill('SIGTERM');
+  await a.wait('exit');
   b.proc.kill('SIGTERM');
   await b.wait('exit');
   say('B', 'stops: resigned');
-  a.proc.kill('SIGTERM');
-  await a.wait('exit');
   const row = (await db.query('SELECT body, fence FROM demo_leader_node WHERE id = 1')).rows[0];
   const { reason } = (await db.query('SELECT reason FROM fencing.lease_watch($1, $2)',
     [ELECTION, tb])).rows[0];

@@ -143,11 +143,12 @@ def main():
     s = a.wait("stopped", token=ta)
     say("A", "stopped leading: %s, successor %s" % (
         s["reason"], "B's token" if s["successor"] == tb else s["successor"]))
+    # A first: a candidate again, it would lead once B resigns
+    a.proc.send_signal(signal.SIGTERM)
+    a.wait("exit")
     b.proc.send_signal(signal.SIGTERM)
     b.wait("exit")
     say("B", "stops: resigned")
-    a.proc.send_signal(signal.SIGTERM)
-    a.wait("exit")
     for c in (a, b):
         c.proc.wait(timeout=30)
     cur.execute("SELECT body, fence FROM demo_leader WHERE id = 1")
