@@ -141,8 +141,16 @@ def main():
     r = a.wait("refused", token=ta)
     say("A", "write REFUSED: %s" % r["sqlstate"])
     s = a.wait("stopped", token=ta)
-    say("A", "stopped leading: %s, successor %s" % (
-        s["reason"], "B's token" if s["successor"] == tb else s["successor"]))
+    # what A's elector saw first depends on when its watcher last looked:
+    # the expiry (the server answers at that moment, while A is frozen) or
+    # B's takeover; the server's answer now is the takeover
+    say("A", "stopped leading: %s" % (
+        "expired" if s["reason"] == "expired" else
+        "taken_over, successor B's token" if s["successor"] == tb else
+        "%s, successor %s" % (s["reason"], s["successor"])))
+    cur.execute("SELECT reason, successor FROM fencing.lease_watch(%s, %s)", (ELECTION, ta))
+    wa, ws = cur.fetchone()
+    say("A", "lease_watch of its token: %s, successor %s" % (wa, "B's token" if ws == tb else ws))
     # A first: a candidate again, it would lead once B resigns
     a.proc.send_signal(signal.SIGTERM)
     a.wait("exit")
@@ -157,7 +165,8 @@ def main():
     reason = cur.fetchone()[0]
     say("result", "row 1 = %r, fence %s; B's token is %s" % (
         body, "B's token" if fence == tb else fence, reason))
-    if (body, fence, r["sqlstate"], s["reason"], s["successor"], reason) == \
+    seen = s["reason"] == "expired" or (s["reason"], s["successor"]) == ("taken_over", tb)
+    if seen and (body, fence, r["sqlstate"], wa, ws, reason) == \
             ("by B", tb, "LF001", "taken_over", tb, "released"):
         print("OK: the frozen leader's write was refused, and it learned why", flush=True)
         return 0
