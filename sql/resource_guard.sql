@@ -489,7 +489,7 @@ DROP TABLE resource_guarded_zero, resource_guarded_zero_lax, resource_guarded_nu
 --
 -- A DELETE ends the row and its fence: the guard keeps nothing per key, so
 -- the key can be inserted again by any token, an older one too (a
--- documented limit, README "The guard trigger"; an outside review showed a
+-- documented limit, docs/reference.md "The guard trigger"; an outside review showed a
 -- stale upsert bringing back a row a newer token had deleted).  A key that
 -- must stay fenced is deleted softly: an UPDATE that marks the row
 -- deleted, which the guard judges and stamps, and the row stays as a

@@ -22,7 +22,7 @@
 --       leader (none)
 --   R4  whether a value of an argument is refused with 22004, 22023 or
 --       0A000 does not depend on the other arguments
---   R5  the documented limits of arguments by name (README "Limits",
+--   R5  the documented limits of arguments by name (docs/reference.md "Limits",
 --       "Reference"): name, election, holder and candidate 1 to 256
 --       bytes, an election's value at most 8192 bytes, TTL above 0 and at
 --       most 1 day, wait 0 to 1 day, purge age not negative, slots 1 to
