@@ -107,7 +107,7 @@ run_suite() {
 		# the logs of the TAP files that failed, not of every file
 		for t in $(sed -n 's|^t/\([^ ]*\)\.pl  *(Wstat.*|\1|p' "$log"); do
 			f=tmp_check/log/regress_log_$t
-			[ -f "$f" ] && { echo "---- $f (failed lines and tail)"; grep -n -A8 '^\[[0-9:.]*\]([0-9.]*s) not ok' "$f" | head -n 80; tail -n 40 "$f"; }
+			[ -f "$f" ] && { echo "---- $f (failed lines and tail)"; grep -n -A60 '^\[[0-9:.]*\]([0-9.]*s) not ok' "$f" | head -n 200; tail -n 40 "$f"; }
 		done
 	fi
 	# count what the runners report
