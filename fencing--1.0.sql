@@ -80,11 +80,6 @@ CREATE TRIGGER leases_restored
 	FOR EACH ROW EXECUTE FUNCTION fencing._leases_restored();
 ALTER TABLE fencing.leases ENABLE ALWAYS TRIGGER leases_restored;
 
--- Stale writes refused by fence_guard and fence_advance.  A sequence,
--- because the refused transaction rolls back and a counter must not.
-CREATE SEQUENCE fencing.stale_write_count AS bigint
-	MINVALUE 1 NO CYCLE CACHE 1;
-
 SELECT pg_catalog.pg_extension_config_dump('fencing.leases', '');
 SELECT pg_catalog.pg_extension_config_dump('fencing.token_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('fencing.token_base', '');
@@ -92,8 +87,7 @@ SELECT pg_catalog.pg_extension_config_dump('fencing.token_origin', '');
 SELECT pg_catalog.pg_extension_config_dump('fencing.token_band', '');
 
 REVOKE ALL ON fencing.leases, fencing.token_seq, fencing.token_base,
-	fencing.token_origin, fencing.token_band, fencing.token_witness,
-	fencing.stale_write_count
+	fencing.token_origin, fencing.token_band, fencing.token_witness
 	FROM PUBLIC;
 
 CREATE FUNCTION fencing._bind_token_origin()
@@ -388,27 +382,6 @@ COMMENT ON VIEW fencing.lease_status IS
 	'One row per lease and per semaphore slot: holder, token, times, state, holder changes and counters';
 
 GRANT SELECT ON fencing.lease_status TO PUBLIC;
-
--- Totals an operator can scrape.  Lease counters live in the lease rows,
--- so lease_purge removes the counts of the leases it deletes.
-CREATE VIEW fencing.stats AS
-SELECT pg_catalog.count(*) AS leases,
-	   pg_catalog.count(*) FILTER (
-		   WHERE l.released_at IS NULL
-			 AND l.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
-	   ) AS held,
-	   COALESCE(pg_catalog.sum(l.acquires), 0)::bigint AS acquires,
-	   COALESCE(pg_catalog.sum(l.renewals), 0)::bigint AS renewals,
-	   COALESCE(pg_catalog.sum(l.releases), 0)::bigint AS releases,
-	   COALESCE(pg_catalog.sum(l.expired_takeovers), 0)::bigint AS expired_takeovers,
-	   (SELECT CASE WHEN s.is_called THEN s.last_value ELSE 0 END
-		  FROM fencing.stale_write_count AS s) AS stale_writes_refused
-  FROM fencing.leases AS l;
-
-COMMENT ON VIEW fencing.stats IS
-	'Totals: leases, held, acquires, renewals, releases, expired takeovers, stale writes refused';
-
-GRANT SELECT ON fencing.stats TO PUBLIC;
 
 -- ---- Monitoring: schema fencing_monitor ----
 --

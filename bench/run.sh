@@ -380,7 +380,7 @@ jq_prepare() {
 count() {
 	local spec=$1 db=$2
 	case $spec in
-	fencing) Q -d "$db" -c "SELECT acquires || ' ' || releases FROM fencing.stats" ;;
+	fencing) Q -d "$db" -c "SELECT coalesce(sum(acquires), 0) || ' ' || coalesce(sum(releases), 0) FROM fencing.lease_status" ;;
 	plpgsql) Q -d "$db" -c "SELECT coalesce(sum(acquires), 0) || ' ' || coalesce(sum(releases), 0) FROM plpgsql_lease.leases" ;;
 	plain)
 		# no counters in the plain table: rows inserted + updated, from the

@@ -63,7 +63,7 @@ SELECT q, r.* FROM (VALUES
 	($$SELECT fencing.expect_rows(1)$$),
 	($$SELECT fencing.expect_rows(0)$$),
 	($$SELECT state FROM fencing.lease_status WHERE name = 'bi_e'$$),
-	($$SELECT leases > 0 FROM fencing.stats$$),
+	($$SELECT leases > 0 FROM fencing_monitor.stats$$),
 	($$UPDATE bi_e_rows SET note = 'by 8', fence = 8 WHERE id = 1 RETURNING fence$$),
 	($$UPDATE bi_e_rows SET note = 'by 6', fence = 6 WHERE id = 1 RETURNING fence$$),
 	($$SELECT set_config('fencing.token', '9', true)$$),

@@ -6,8 +6,8 @@
 --
 \set VERBOSITY terse
 \set SHOW_CONTEXT never
-CREATE TEMP TABLE base AS SELECT fencing.next_token() AS t0,
-    (SELECT stale_writes_refused FROM fencing.stats) AS refused;
+CREATE TEMP TABLE base AS SELECT fencing.next_token() AS t0;
+\i sql/include/refusals.sql
 \i sql/include/queue_try.sql
 
 -- A queue in the shape most of them share: a state, an attempt counter,
@@ -197,6 +197,6 @@ CREATE TRIGGER c_guard BEFORE UPDATE ON q_order FOR EACH ROW
     EXECUTE FUNCTION fencing.claim_guard('tok', '', 'allow_unfenced');
 SELECT pg_temp.try($$UPDATE q_order SET attempt = attempt + 1 RETURNING tok IS NOT NULL$$) AS claim_stamp_first;
 
--- every refusal above was counted as a stale write refused
-SELECT s.stale_writes_refused - b.refused AS refusals_counted FROM fencing.stats AS s, pg_temp.base AS b;
+-- every refusal above was counted as a refusal of claim_guard
+SELECT pg_temp.refusals_counted(0, 0, 15) AS refusals_counted;
 DROP TABLE q_jobs, q_boss, q_claims, q_any, q_order;

@@ -39,7 +39,7 @@ SET plan_cache_mode = force_generic_plan;
 PREPARE w(int, bigint) AS
   UPDATE fold SET v = 'by ' || $2, fence = fencing.fence_advance(fence, $2)
    WHERE id = $1 RETURNING *;
-SELECT stale_writes_refused AS before FROM fencing.stats \gset
+\i sql/include/refusals.sql
 EXECUTE w(1, 5);
 \echo :SQLSTATE
 EXECUTE w(1, 5);
@@ -50,7 +50,7 @@ EXECUTE w(1, 11);
 EXECUTE w(1, 11);
 \echo :SQLSTATE
 EXECUTE w(1, 12);
-SELECT stale_writes_refused - :before AS refused FROM fencing.stats;
+SELECT pg_temp.refusals_counted(4, 0) AS refused;
 -- the same through a custom plan, where the parameters are constants
 SET plan_cache_mode = force_custom_plan;
 EXECUTE w(1, 12);

@@ -36,7 +36,8 @@ SELECT q, r.* FROM (VALUES
   ) AS v(q), LATERAL pg_temp.run(q) AS r;
 
 -- the sequences: the token counter, its band and origin, the install
--- number, the stale-write counter
+-- number (the counters of refused writes are in shared memory, reset only
+-- by fencing_monitor.stats_reset(): sql/monitor_stats.sql)
 SELECT q, r.* FROM (VALUES
 	($$SELECT setval('fencing.token_seq', 1)$$),
 	($$SELECT setval('fencing.token_seq', 9223372036854775806)$$),
@@ -55,10 +56,7 @@ SELECT q, r.* FROM (VALUES
 	($$ALTER SEQUENCE fencing.token_band RESTART$$),
 	($$SELECT setval('fencing.token_witness', 1)$$),
 	($$SELECT nextval('fencing.token_witness')$$),
-	($$ALTER SEQUENCE fencing.token_witness RESTART$$),
-	($$SELECT setval('fencing.stale_write_count', 1)$$),
-	($$SELECT nextval('fencing.stale_write_count')$$),
-	($$ALTER SEQUENCE fencing.stale_write_count RESTART$$)
+	($$ALTER SEQUENCE fencing.token_witness RESTART$$)
   ) AS v(q), LATERAL pg_temp.run(q) AS r;
 
 -- the internal functions

@@ -129,7 +129,7 @@ SELECT state AS state_a, acquires AS acquires_a, renewals AS renewals_a,
 	   releases AS releases_a, holder_changes AS changes_a,
 	   (expires_at OPERATOR(pg_catalog.-) acquired_at) AS len_a
   FROM fencing.lease_status WHERE name OPERATOR(pg_catalog.=) 'sec_sp_a' \gset
-SELECT leases AS stats_leases FROM fencing.stats \gset
+SELECT leases AS stats_leases FROM fencing_monitor.stats \gset
 SELECT fencing.lease_release('sec_sp_a', :t2) AS release_current \gset
 RESET search_path;
 

@@ -44,8 +44,7 @@ fencing_relcache_callback(Datum arg, Oid relid)
 		relid == catalog.token_base_oid ||
 		relid == catalog.token_origin_oid ||
 		relid == catalog.token_band_oid ||
-		relid == catalog.token_witness_oid ||
-		relid == catalog.stale_count_oid)
+		relid == catalog.token_witness_oid)
 		catalog_valid = false;
 }
 
@@ -83,7 +82,6 @@ fencing_catalog(void)
 	catalog.token_origin_oid = lookup_member("token_origin", catalog.namespace_oid);
 	catalog.token_band_oid = lookup_member("token_band", catalog.namespace_oid);
 	catalog.token_witness_oid = lookup_member("token_witness", catalog.namespace_oid);
-	catalog.stale_count_oid = lookup_member("stale_write_count", catalog.namespace_oid);
 
 	rel = relation_open(catalog.leases_oid, AccessShareLock);
 	catalog.owner_oid = rel->rd_rel->relowner;

@@ -281,14 +281,6 @@ write_place(Relation rel, HeapTuple tuple, const ClaimPlace *place,
 	return heap_modify_tuple_by_cols(tuple, desc, 1, &attnum, &value, &isnull);
 }
 
-/* Count a refused delivery, as fence_guard counts its refusals. */
-static void
-count_refusal(void)
-{
-	fencing_stats_count(FENCING_STAT_CLAIM_GUARD_REFUSALS);
-	fencing_count_stale_write();
-}
-
 /*
  * claim_stamp('place'): BEFORE INSERT OR UPDATE ... FOR EACH ROW WHEN
  * (<claim>).  Writes a fresh token at the place.  The claim's commit is
@@ -352,7 +344,7 @@ fencing_claim_stamp(PG_FUNCTION_ARGS)
 static void
 report_claim_refusal(Relation rel, int64 delivery, int64 stamp)
 {
-	count_refusal();
+	fencing_stats_count(FENCING_STAT_CLAIM_GUARD_REFUSALS);
 	if (delivery < stamp)
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCING_STALE_TOKEN),
@@ -387,7 +379,7 @@ keep_stamp(TriggerData *trigdata, const ClaimPlace *place, bool has_stamp,
 	if (has_new_stamp ? (!has_stamp || new_stamp != stamp) :
 		(has_stamp && place->key == NULL))
 	{
-		count_refusal();
+		fencing_stats_count(FENCING_STAT_CLAIM_GUARD_REFUSALS);
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCING_STAMP_CHANGED),
 				 errmsg("claim stamp \"%s\" of a row of \"%s\" cannot be changed by this write",
@@ -503,7 +495,7 @@ fencing_claim_guard(PG_FUNCTION_ARGS)
 	{
 		if (!has_stamp)
 		{
-			count_refusal();
+			fencing_stats_count(FENCING_STAT_CLAIM_GUARD_REFUSALS);
 			ereport(ERROR,
 					(errcode(ERRCODE_FENCING_NOT_CLAIMED),
 					 errmsg("row of \"%s\" carries no claim stamp",

@@ -32,8 +32,6 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "access/xlog.h"
-#include "commands/sequence.h"
 #include "miscadmin.h"
 #include "nodes/primnodes.h"
 #include "utils/plancache.h"
@@ -48,27 +46,10 @@ FENCING_FUNCTION(fencing_expect_rows);
 static bool folded_in_xact = false;
 static bool folded_callback_registered = false;
 
-/*
- * Count a refused stale write.  The refusing transaction rolls back, so the
- * count lives in a sequence, which does not.  Skipped where nextval() is
- * not allowed, so counting never masks the real error.
- */
-void
-fencing_count_stale_write(void)
-{
-	const FencingCatalog *cat;
-
-	if (XactReadOnly || IsInParallelMode() || RecoveryInProgress())
-		return;
-	cat = fencing_catalog();
-	(void) nextval_internal(cat->stale_count_oid, false);
-}
-
 /* fence_guard reports with its table's name, fence_advance without */
 void
 fencing_report_stale(int64 token, int64 fence, const char *relname)
 {
-	fencing_count_stale_write();
 	fencing_stats_count(relname != NULL ? FENCING_STAT_FENCE_GUARD_REFUSALS :
 						FENCING_STAT_FENCE_ADVANCE_REFUSALS);
 	ereport(ERROR,

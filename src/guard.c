@@ -246,7 +246,6 @@ deletes_admitted_update(FunctionCallInfo fcinfo, HeapTuple oldtuple)
 static void
 report_null_fence(Relation rel, int64 old_fence)
 {
-	fencing_count_stale_write();
 	fencing_stats_count(FENCING_STAT_FENCE_GUARD_REFUSALS);
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCING_STALE_TOKEN),

@@ -24,7 +24,6 @@
 #endif
 
 /* fence.c */
-extern void fencing_count_stale_write(void);
 extern void fencing_report_stale(int64 token, int64 fence,
 								 const char *relname);
 extern void fencing_fenced_write_durable(void);

@@ -75,7 +75,9 @@ my $nleases  = 3;     # shared leases r0..r2
 my $per_lease = 4;    # lease rK guards rows 4K+1 .. 4K+4
 my $nrows    = $nleases * $per_lease;
 
-my $node = crash_node('crash_cycles', max_wal_size => '4GB');
+# fencing preloaded: its counters of refused writes count on every major
+my $node = crash_node('crash_cycles', max_wal_size => '4GB',
+	shared_preload_libraries => "'fencing'");
 $node->safe_psql(
 	'postgres', qq{
 CREATE TABLE res (id int PRIMARY KEY, fence bigint, val text);
@@ -179,7 +181,7 @@ sub progress
 	  $node->safe_psql(
 		'postgres', q{
 SELECT (SELECT count(*) FROM audit),
-       (SELECT stale_writes_refused FROM fencing.stats),
+       (SELECT fence_advance_refusals + fence_guard_refusals FROM fencing_monitor.stats),
        (SELECT last_value FROM fencing.token_seq),
        (SELECT count(*) FROM scratch)});
 }

@@ -22,7 +22,7 @@ $primary->start;
 $primary->safe_psql('postgres', 'CREATE EXTENSION fencing');
 
 # leases in every state the calls below care about, a guarded table, and
-# a refused stale write so the stale-write counter has a value
+# a refused stale write
 my $t_held = $primary->safe_psql('postgres',
 	"SELECT fencing.lease_acquire('held', 'alice', '1 hour')");
 my $t_free = $primary->safe_psql('postgres',
@@ -71,7 +71,6 @@ sub state_of
 			|| E'\n' || (SELECT s.last_value || ' ' || s.is_called FROM fencing.token_origin AS s)
 			|| E'\n' || (SELECT s.last_value || ' ' || s.is_called FROM fencing.token_band AS s)
 			|| E'\n' || (SELECT s.last_value || ' ' || s.is_called FROM fencing.token_witness AS s)
-			|| E'\n' || (SELECT s.last_value || ' ' || s.is_called FROM fencing.stale_write_count AS s)
 			|| E'\n' || (SELECT string_agg(j::text, ' ' ORDER BY j.id) FROM jobs AS j)
 	});
 }
@@ -198,7 +197,7 @@ is( $standby->safe_psql(
 	'standby: fence_allows, fence_advance and expect_rows work');
 ($state, $msg) = on_standby('SELECT fencing.fence_advance(10, 5)');
 is("$state $msg", 'LF001 fencing token 5 is stale',
-	'standby: a stale fence_advance is refused (LF001), not masked by the counter');
+	'standby: a stale fence_advance is refused (LF001)');
 ($state, $msg) = on_standby('SELECT fencing.expect_rows(0)');
 is("$state $msg", 'LF003 fenced write changed 0 of 1 rows',
 	'standby: expect_rows reports missing rows');
@@ -210,9 +209,9 @@ is( $standby->safe_psql(
 	'standby: lease_status is readable and judges expiry');
 is( $standby->safe_psql(
 		'postgres',
-		'SELECT leases, held, stale_writes_refused FROM fencing.stats'),
-	'4|2|1',
-	'standby: stats is readable');
+		'SELECT leases, held FROM fencing_monitor.stats'),
+	'4|2',
+	'standby: fencing_monitor.stats is readable');
 is( $standby->safe_psql(
 		'postgres',
 		"BEGIN; SET LOCAL fencing.token = '42'; SELECT current_setting('fencing.token'); COMMIT;"),

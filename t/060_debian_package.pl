@@ -212,6 +212,8 @@ SKIP:
 	my $node = PostgreSQL::Test::Cluster->new('pkg',
 		install_path => "$root/usr/lib/postgresql/$major");
 	$node->init;
+	# the package's library preloaded: its counters count on every major
+	$node->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'\n");
 	$node->start;
 	is($node->safe_psql('postgres',
 			"SELECT default_version FROM pg_available_extensions WHERE name = 'fencing'"),
@@ -262,8 +264,9 @@ SKIP:
 	is($node->safe_psql('postgres',
 			"SELECT holder || ' ' || state || ' ' || token FROM fencing.lease_status WHERE name = 'pkg'"),
 		"B held $tb", 'lease_status shows B holding the lease');
-	is($node->safe_psql('postgres', 'SELECT stale_writes_refused FROM fencing.stats'),
-		'2', 'fencing.stats counted the two refused writes');
+	is($node->safe_psql('postgres',
+			'SELECT fence_advance_refusals, fence_guard_refusals FROM fencing_monitor.stats'),
+		'1|1', 'fencing_monitor.stats counted the two refused writes');
 
 	# the package's fencing-lock, against the package's extension
 	my $lock = "$root/usr/lib/postgresql/$major/bin/fencing-lock";

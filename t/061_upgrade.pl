@@ -35,6 +35,8 @@ my $first_release = '1.0';
 
 my $node = PostgreSQL::Test::Cluster->new('upgrade');
 $node->init;
+# fencing preloaded: its counters count on every major
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'\n");
 $node->start;
 
 # psql with a file, as a human would run it; (ok, stdout, stderr)
@@ -140,8 +142,9 @@ is($node->safe_psql($last_db,
 is($node->safe_psql($last_db,
 		"SELECT holder || ' ' || state || ' ' || holder_changes FROM fencing.lease_status WHERE name = 'smoke'"),
 	'B held 1', 'lease_status: B holds the lease, one change of holder');
-is($node->safe_psql($last_db, 'SELECT stale_writes_refused FROM fencing.stats'),
-	'2', 'stats: two stale writes refused');
+is($node->safe_psql($last_db,
+		'SELECT fence_advance_refusals, fence_guard_refusals FROM fencing_monitor.stats'),
+	'1|1', 'fencing_monitor.stats: two stale writes refused');
 
 # ---------------------------------------------------------------------------
 # DROP EXTENSION leaves nothing behind

@@ -40,6 +40,8 @@ $locks->safe_psql('postgres', 'CREATE EXTENSION fencing');
 
 my $data = PostgreSQL::Test::Cluster->new('data');
 $data->init;
+# fencing preloaded: its counters count on every major
+$data->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'\n");
 $data->start;
 $data->safe_psql('postgres', q{
 	CREATE EXTENSION fencing;
@@ -124,8 +126,9 @@ like($err, qr/LF004: UPDATE on fenced table "files" carries no fencing token/,
 	'a write without a token is refused too: LF004');
 is(resource_state(), "written by B (fence $tb); counter 3 by B (fence $tb)",
 	"data holds B's writes only");
-is($data->safe_psql('postgres', 'SELECT stale_writes_refused FROM fencing.stats'),
-	'2', "data's stats count the two refused stale writes");
+is($data->safe_psql('postgres',
+		'SELECT fence_advance_refusals + fence_guard_refusals FROM fencing_monitor.stats'),
+	'2', "data's fencing_monitor.stats count the two refused stale writes");
 is($data->safe_psql('postgres',
 		"SELECT count(*) FROM fencing.leases"), '0',
 	'data holds no lease: it only checks tokens');
@@ -195,7 +198,8 @@ like(write_guarded('C', $tc), qr/LF001: fencing token $tc is stale/,
 	"C's token from before the failover stays refused");
 is(resource_state(), "written by C (fence $split); counter 5 by D (fence $td)",
 	"data holds C's newest write and D's counter");
-is($data->safe_psql('postgres', 'SELECT stale_writes_refused FROM fencing.stats'),
+is($data->safe_psql('postgres',
+		'SELECT fence_advance_refusals + fence_guard_refusals FROM fencing_monitor.stats'),
 	'6', "data counted six refused stale writes");
 
 $locks->stop;

@@ -61,7 +61,7 @@ sub new_node
 	$n->append_conf(
 		'postgresql.conf', q{
 listen_addresses = '127.0.0.1'
-shared_preload_libraries = 'citus'
+shared_preload_libraries = 'citus,fencing'
 max_prepared_transactions = 50
 max_connections = 100
 log_statement = none
@@ -301,7 +301,7 @@ is( $coord->safe_psql('postgres',
 my $nwriters = 4;
 my $rounds   = 250;
 my $refused_before = $coord->safe_psql('postgres',
-	"SELECT sum(result::bigint) FROM run_command_on_workers('SELECT stale_writes_refused FROM fencing.stats')");
+	"SELECT sum(result::bigint) FROM run_command_on_workers('SELECT fence_advance_refusals + fence_guard_refusals FROM fencing_monitor.stats')");
 my @clients;
 for my $j (1 .. $nwriters)
 {
@@ -372,7 +372,7 @@ for my $k (keys %acked)
 	$missing++ unless $hist{$id}{$tok};
 }
 my $refused_workers = $coord->safe_psql('postgres',
-	"SELECT sum(result::bigint) FROM run_command_on_workers('SELECT stale_writes_refused FROM fencing.stats')")
+	"SELECT sum(result::bigint) FROM run_command_on_workers('SELECT fence_advance_refusals + fence_guard_refusals FROM fencing_monitor.stats')")
   - $refused_before;
 ok($nacked > 0 && $nrefused > 0,
 	"$nwriters writers on 32 shards: $nacked writes acknowledged, $nrefused stale writes refused");
@@ -381,7 +381,7 @@ is($bad_order, 0,
 is($missing, 0, 'checker: every acknowledged write is in its row\'s history');
 is($bad_fence, 0, 'checker: every fence is its row\'s last accepted token');
 is($refused_workers, $nrefused,
-	"the workers counted the $nrefused refusals (fencing.stats on each worker)");
+	"the workers counted the $nrefused refusals (fencing_monitor.stats on each worker)");
 diag(sprintf(
 		"citus checker: %d writers, 32 shards, 64 rows, %d writes acknowledged, %d stale refused, %d accepted stale",
 		$nwriters, $nacked, $nrefused, $bad_order));

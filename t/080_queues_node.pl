@@ -110,6 +110,8 @@ for my $pkg (qw(pg-boss graphile-worker pg))
 my $node = PostgreSQL::Test::Cluster->new('queues');
 $node->init;
 $node->append_conf('postgresql.conf', "max_connections = 200\n");
+# fencing preloaded: the summary shows its refusal counters on every major
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'\n");
 $node->start;
 local $ENV{PGHOST} = $node->host;
 local $ENV{PGPORT} = $node->port;
@@ -321,9 +323,10 @@ sub finish
 	my %c;
 	@c{qw(jobs deliveries writes stale_writes final_row_violations stale_completions stale_heartbeats completed_jobs redelivered violations)}
 	  = split /\|/, $node->safe_psql($db, 'SELECT * FROM qtest.check()');
-	my $counted = $node->safe_psql($db, 'SELECT stale_writes_refused FROM fencing.stats');
+	my $counted = $node->safe_psql($db,
+		'SELECT coalesce((fence_advance_refusals + fence_guard_refusals + claim_guard_refusals)::text, $$off$$) FROM fencing_monitor.stats');
 	my $summary = sprintf(
-		'%s %s: %d frozen, %d jobs, %d deliveries, %d writes accepted; violations %d (stale writes %d, final row %d, stale completions/failures %d, stale heartbeats %d); refused: %d writes, %d heartbeats, %d completions/failures (fencing.stats: %d); %.0f s',
+		'%s %s: %d frozen, %d jobs, %d deliveries, %d writes accepted; violations %d (stale writes %d, final row %d, stale completions/failures %d, stale heartbeats %d); refused: %d writes, %d heartbeats, %d completions/failures (fencing_monitor.stats: %s); %.0f s',
 		$queue, $mode, $e->{woken}, $c{jobs}, $c{deliveries}, $c{writes}, $c{violations}, $c{stale_writes},
 		$c{final_row_violations}, $c{stale_completions}, $c{stale_heartbeats}, $refused_writes, $refused_beats, $refused_ends, $counted,
 		time - $e->{t0});

@@ -146,9 +146,11 @@ for s in $suites; do
 		[ -n "$(ls sql/*.sql 2>/dev/null)" ] &&
 			run_suite regress $PGX make -s installcheck ISOLATION= TAP_TESTS=
 		# the counters of fencing_monitor, which on 15 and 16 count only
-		# with shared_preload_libraries (off above: monitor_stats_1.out)
+		# with shared_preload_libraries (off above: monitor_stats_1.out,
+		# and the files of sql/include/refusals.sql check no counts)
 		run_suite preload env TMP_CLUSTER_CONF="shared_preload_libraries = 'fencing'" \
-			$PGX make -s installcheck REGRESS=monitor_stats ISOLATION=monitor_waits TAP_TESTS=
+			$PGX make -s installcheck ISOLATION=monitor_waits TAP_TESTS= \
+			REGRESS="monitor_stats operate_counters operate_stale_writes queue_claim resource_folding resource_guard"
 		;;
 	isolation)
 		[ -n "$(ls specs/*.spec 2>/dev/null)" ] &&

@@ -74,7 +74,7 @@ if [ "${1:-}" = "--inner" ]; then
 	psql -X -At -v ON_ERROR_STOP=1 >"$W/checks.txt" <<-SQL
 		SELECT 'pg-boss completions with a token: ' || count(*) FILTER (WHERE output->>'fencing_token' = data->>'fencing_token') || ' of ' || count(*) FROM fq.boss WHERE state = 'completed';
 		SELECT 'River completions stamped: ' || count(*) FILTER (WHERE metadata ? 'fencing_token') || ' of ' || count(*) FROM fq.river WHERE state = 'completed';
-		SELECT 'refused: ' || stale_writes_refused FROM fencing.stats;
+		SELECT 'refused: ' || coalesce((fence_advance_refusals + fence_guard_refusals + claim_guard_refusals)::text, 'not counted (fencing_monitor.stats_info)') FROM fencing_monitor.stats;
 	SQL
 	exit 0
 fi

@@ -3,8 +3,8 @@
 -- "ok: <value of the first column>", "ok: <n> rows" (a DML statement with
 -- no RETURNING), "ok: done" (any other statement), or "<SQLSTATE>:
 -- <message> [<detail>]"; and what it changed
--- among the lease rows, the token counter, the stale-write counter and the
--- file's own resource table (pg_temp.resource()).  Cases are numbered by a
+-- among the lease rows, the token counter and the file's own resource
+-- table (pg_temp.resource()).  Cases are numbered by a
 -- sequence, which counts the cases made in subtransactions that rolled
 -- back too.
 \set VERBOSITY terse
@@ -22,7 +22,6 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog AS $$
 		coalesce((SELECT string_agg(l::text, E'\n' ORDER BY l.name)
 					FROM fencing.leases AS l), ''),
 		(SELECT s.last_value || ' ' || s.is_called FROM fencing.token_seq AS s),
-		(SELECT s.last_value || ' ' || s.is_called FROM fencing.stale_write_count AS s),
 		pg_temp.resource()]
 $$;
 CREATE FUNCTION pg_temp.changes(before text[]) RETURNS text
@@ -30,8 +29,7 @@ LANGUAGE sql SET search_path = pg_catalog AS $$
 	SELECT coalesce(nullif(concat_ws(', ',
 		CASE WHEN a[1] IS DISTINCT FROM before[1] THEN 'leases' END,
 		CASE WHEN a[2] IS DISTINCT FROM before[2] THEN 'token spent' END,
-		CASE WHEN a[3] IS DISTINCT FROM before[3] THEN 'stale write counted' END,
-		CASE WHEN a[4] IS DISTINCT FROM before[4] THEN 'resource' END), ''),
+		CASE WHEN a[3] IS DISTINCT FROM before[3] THEN 'resource' END), ''),
 		'unchanged')
 	  FROM (SELECT pg_temp.state() AS a) AS s
 $$;

@@ -9,10 +9,9 @@ LANGUAGE sql SET search_path = pg_catalog AS $$
 		   count(*) FILTER (WHERE c.result NOT LIKE 'ok%')
 	  FROM pg_temp.cases AS c
 $$;
--- refused cases that changed more than "allowed" (by default nothing but
--- the stale-write counter, which is what a refused stale write moves)
+-- refused cases that changed more than "allowed" (by default nothing)
 CREATE FUNCTION pg_temp.refused_with_changes(
-	allowed text[] DEFAULT ARRAY['unchanged', 'stale write counted'])
+	allowed text[] DEFAULT ARRAY['unchanged'])
 RETURNS TABLE (n bigint, label text, result text, changes text)
 LANGUAGE sql SET search_path = pg_catalog AS $$
 	SELECT c.n, c.label, c.result, c.changes FROM pg_temp.cases AS c

@@ -620,9 +620,9 @@ class Checker:
         P(f'  lease exclusivity: {self.info["exclusive_pairs_checked"]} '
           'takeovers checked')
         swr = self.final.get('stale_writes_refused')
-        P(f'  fencing.stats stale_writes_refused: {swr} (LF001 seen by the '
+        P(f'  fencing_monitor.stats refusals: {swr} (LF001 seen by the '
           f'workers: {w["stale"]}'
-          + (f'; a sequence skips up to 32 values per crash'
+          + (f'; the counters restart from zero with the server'
              if self.crashes and swr != w['stale'] else '') + ')')
         self.info['stats_stale_writes_refused'] = swr
         for n in self.notes[:5]:

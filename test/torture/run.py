@@ -253,7 +253,10 @@ SELECT name, holder, token, released_at IS NOT NULL,
                           live=r[4], acquires=r[5], renewals=r[6],
                           releases=r[7], expired_takeovers=r[8],
                           holder_changes=r[9]) for r in cur.fetchall()]
-    cur.execute('SELECT stale_writes_refused FROM fencing.stats')
+    # since the server last started (shared memory); NULL where the
+    # counters are off (fencing_monitor.stats_info)
+    cur.execute('SELECT fence_advance_refusals + fence_guard_refusals'
+                ' + claim_guard_refusals FROM fencing_monitor.stats')
     out['stale_writes_refused'] = cur.fetchone()[0]
     cur.execute('SELECT fencing.next_token()')
     out['next_token'] = cur.fetchone()[0]
