@@ -197,6 +197,23 @@ CREATE TRIGGER c_guard BEFORE UPDATE ON q_order FOR EACH ROW
     EXECUTE FUNCTION fencing.claim_guard('tok', '', 'allow_unfenced');
 SELECT pg_temp.try($$UPDATE q_order SET attempt = attempt + 1 RETURNING tok IS NOT NULL$$) AS claim_stamp_first;
 
+-- Durability with synchronous_commit = off: a claim moves the stamp, so
+-- its WAL is flushed before COMMIT returns; a delivery keeps the stamp and
+-- is as durable as synchronous_commit says (lost in a crash, the row is
+-- still claimed by the same token).
+INSERT INTO q_jobs (id) VALUES (4);
+SET synchronous_commit = off;
+BEGIN;
+UPDATE q_jobs SET state = 'running', attempt = attempt + 1 WHERE id = 4;
+SELECT pg_current_wal_insert_lsn() AS claim_lsn \gset
+COMMIT;
+SELECT pg_current_wal_flush_lsn() >= :'claim_lsn' AS claim_flushed_at_commit;
+BEGIN;
+SELECT set_config('fencing.token', (SELECT fencing_token FROM q_jobs WHERE id = 4)::text, true) IS NOT NULL AS declared;
+SELECT pg_temp.try($$UPDATE q_jobs SET state = 'completed', result = 'async' WHERE id = 4$$) AS async_complete;
+COMMIT;
+RESET synchronous_commit;
+
 -- every refusal above was counted as a refusal of claim_guard
 SELECT pg_temp.refusals_counted(0, 0, 15) AS refusals_counted;
 DROP TABLE q_jobs, q_boss, q_claims, q_any, q_order;

@@ -35,7 +35,7 @@
  *	  start.  Tokens stay below 2^53 (exact in JSON) until the year 2255.
  *
  * 3. The clock floor (clock mode).  Between band entries the counter never
- *	  lags the wall clock by more than fencing.max_clock_lag (10 ms): a draw
+ *	  lags the wall clock by more than fencing.max_clock_lag (100 ms): a draw
  *	  further behind raises the counter to the clock first (raise_to_clock),
  *	  at most once per max_clock_lag of real time.  So a primary that was
  *	  frozen while a standby was promoted and issued tokens, and whose
@@ -247,7 +247,7 @@ static XLogRecPtr arrived_lsn = InvalidXLogRecPtr;
 /* GUCs */
 static char *epoch_file = NULL;
 static bool refuse_old_band = true;
-static int	max_clock_lag_ms = 10;
+static int	max_clock_lag_ms = 100;
 
 FENCING_FUNCTION(fencing_next_token);
 FENCING_FUNCTION(fencing_bind_token_origin);
@@ -273,7 +273,7 @@ fencing_token_init(void)
 							"promoted meanwhile. Each raise flushes WAL; there is at most one per this "
 							"interval.",
 							&max_clock_lag_ms,
-							10,
+							100,
 							1,
 							INT_MAX,
 							PGC_SIGHUP,

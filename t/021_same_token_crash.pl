@@ -16,11 +16,15 @@
 # each form (flushed); then, in the same session, B writes each row again
 # many times with b: fence_advance(fence, b, true), fence_guard stamping
 # b declared with SET LOCAL, and the job-queue recipe's heartbeat and, last,
-# its completion.  Immediate stop right after, start.  Then:
-#   - each row is fenced with b (jb), and holds one of B's writes, in
-#     order (a prefix of them survived; none of A's);
-#   - A's writes with a are refused (LF001 naming a and b), in each form;
-#   - B writes again with b, accepted.
+# its completion.  A queue fenced by claim_stamp and claim_guard takes the
+# same path: A claims a job (stamp ca), B claims it again (cb, forced to
+# disk), then delivers to it several times with cb (not forced).  Immediate
+# stop right after, start.  Then:
+#   - each row is fenced (stamped) with b (jb, cb), and holds one of B's
+#     writes, in order (a prefix of them survived; none of A's);
+#   - A's writes with a (ca) are refused (LF001 naming both tokens), in
+#     each form;
+#   - B writes again with b (cb), accepted.
 # How many same-token writes the crash lost is reported, not asserted (the
 # WAL writer may write some before the stop).
 # test/negative/negative_control.sh applies test/negative/no_durable_fence.patch (no
@@ -62,6 +66,14 @@ CREATE TRIGGER g BEFORE INSERT OR UPDATE OR DELETE ON guarded
   FOR EACH ROW EXECUTE FUNCTION fencing.fence_guard('fence');
 INSERT INTO files   SELECT g, NULL, 'init' FROM generate_series(1, 4) g;
 INSERT INTO guarded SELECT g, NULL, 'init' FROM generate_series(1, 4) g;
+CREATE TABLE cjobs (id int PRIMARY KEY, state text NOT NULL DEFAULT 'ready',
+  attempt int NOT NULL DEFAULT 0, tok bigint, val text);
+CREATE TRIGGER a_stamp BEFORE UPDATE ON cjobs FOR EACH ROW
+  WHEN (NEW.attempt > OLD.attempt) EXECUTE FUNCTION fencing.claim_stamp('tok');
+CREATE TRIGGER b_guard BEFORE UPDATE ON cjobs FOR EACH ROW
+  WHEN (NEW.attempt = OLD.attempt AND OLD.state = 'running')
+  EXECUTE FUNCTION fencing.claim_guard('tok');
+INSERT INTO cjobs (id) SELECT g FROM generate_series(1, 4) g;
 });
 is($node->safe_psql('postgres', 'SHOW synchronous_commit'),
 	'off', 'synchronous_commit is off');
@@ -108,6 +120,11 @@ for my $round (1 .. 2)
 		"SELECT token FROM job_queue.claim('$l', 1, '60 s')");
 	ok($a > 0 && $b > $a && $jb > $ja,
 		"round $round: A got $a (claim $ja), B took over with $b (claim $jb)");
+	my $ca = $node->safe_psql('postgres',
+		"UPDATE cjobs SET state = 'running', attempt = attempt + 1, val = 'A' WHERE id = $rid RETURNING tok");
+	my $cb = $node->safe_psql('postgres',
+		"UPDATE cjobs SET state = 'running', attempt = attempt + 1, val = 'B0' WHERE id = $rid RETURNING tok");
+	ok($cb > $ca, "round $round: claim_stamp: A claimed with $ca, B with $cb");
 
 	# Make the WAL writer write nothing of what follows before the stop:
 	# writes to the pages B will write (no full-page image follows), the
@@ -119,6 +136,7 @@ for my $round (1 .. 2)
 		'postgres', qq{
 UPDATE guarded SET val = 'warm', fence = $b WHERE id > 2;
 UPDATE files SET val = 'warm' WHERE id > 2;
+UPDATE cjobs SET val = 'warm' WHERE id > 2;
 SELECT pg_current_wal_insert_lsn();});
 	$node->poll_query_until('postgres',
 		"SELECT pg_current_wal_flush_lsn() >= '$lsn'")
@@ -135,7 +153,8 @@ SELECT pg_current_wal_insert_lsn();});
 		push @sql,
 		  "UPDATE files SET val = 'B$i', fence = fencing.fence_advance(fence, $b, true) WHERE id = $rid;",
 		  "BEGIN; SET LOCAL fencing.token = $b; UPDATE guarded SET val = 'B$i' WHERE id = $rid; COMMIT;",
-		  "SELECT job_queue.heartbeat($job, $jb, '60 s');";
+		  "SELECT job_queue.heartbeat($job, $jb, '60 s');",
+		  "BEGIN; SET LOCAL fencing.token = $cb; UPDATE cjobs SET val = 'B$i' WHERE id = $rid; COMMIT;";
 	}
 	push @sql, "SELECT job_queue.complete($job, $jb, '{\"by\": \"B\"}');",
 	  "SELECT pg_current_wal_insert_lsn() > pg_current_wal_flush_lsn();";
@@ -161,6 +180,12 @@ SELECT pg_current_wal_insert_lsn();});
 	ok($state eq 'running' || $state eq 'done',
 		"round $round: job: running or done ($state)");
 	$lost++ if $state eq 'running';
+	my ($cval, $ctok) = split /\|/,
+	  $node->safe_psql('postgres', "SELECT val, tok FROM cjobs WHERE id = $rid");
+	is($ctok, $cb, "round $round: claimed job: still stamped with B's claim $cb");
+	ok($cval =~ /^B(\d+)$/ && $1 <= $writes,
+		"round $round: claimed job: holds one of B's deliveries ($cval)");
+	$lost += $writes - $1 if $cval =~ /^B(\d+)$/;
 	$lost_total += $lost;
 	note("round $round: WAL unflushed before the stop: $unflushed; "
 		  . "$lost of B's same-token writes lost");
@@ -176,14 +201,19 @@ SELECT pg_current_wal_insert_lsn();});
 	ok($rc != 0 && $err =~ /fencing token $ja is stale/,
 		"round $round: job: A's stale completion is refused")
 	  or diag("rc $rc: $out $err");
+	refused_stale(
+		"BEGIN; SET LOCAL fencing.token = $ca; UPDATE cjobs SET val = 'A' WHERE id = $rid; COMMIT;",
+		$ca, $cb, "round $round: claimed job: A's stale delivery");
 
 	is( $node->safe_psql(
 			'postgres', qq{
 UPDATE files SET val = 'B again', fence = fencing.fence_advance(fence, $b, true) WHERE id = $rid;
 BEGIN; SET LOCAL fencing.token = $b; UPDATE guarded SET val = 'B again' WHERE id = $rid; COMMIT;
+BEGIN; SET LOCAL fencing.token = $cb; UPDATE cjobs SET val = 'B again' WHERE id = $rid; COMMIT;
 SELECT string_agg(val || ':' || fence, ' ') FROM (SELECT val, fence FROM files WHERE id = $rid
-  UNION ALL SELECT val, fence FROM guarded WHERE id = $rid) s;}),
-		"B again:$b B again:$b",
+  UNION ALL SELECT val, fence FROM guarded WHERE id = $rid
+  UNION ALL SELECT val, tok - $cb + $b FROM cjobs WHERE id = $rid) s;}),
+		"B again:$b B again:$b B again:$b",
 		"round $round: B writes again with its token after the crash");
 }
 diag("figures: $lost_total same-token writes lost in 2 crashes, none let a stale holder in");
