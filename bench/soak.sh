@@ -43,6 +43,9 @@
 #                                 # writes bench/out/soak-<date>.md/.png
 #   sudo bench/soak.sh --short    # 5 windows of 30 s, about 3 minutes (CI):
 #                                 # the same checks, "soak: N passed, N failed"
+#   LOG_AUTOVACUUM=0 sudo bench/soak.sh
+#                                 # also logs every autovacuum run and keeps
+#                                 # the server log: bench/out/soak-server.log
 set -euo pipefail
 export LC_ALL=C
 MODE=long
@@ -53,8 +56,8 @@ else
 	: "${WINDOW:=60}" "${WINDOWS:=20}" "${NAPTIME:=1min}"
 fi
 : "${FENCING_PG_MAJOR:=15}" "${CLIENTS:=64}" "${FSYNC:=off}" "${SHARED_BUFFERS:=256MB}"
-: "${POOL:=2000}"
-export WINDOW WINDOWS NAPTIME CLIENTS FSYNC SHARED_BUFFERS POOL FENCING_PG_MAJOR MODE
+: "${POOL:=2000}" "${LOG_AUTOVACUUM:=-1}"
+export WINDOW WINDOWS NAPTIME CLIENTS FSYNC SHARED_BUFFERS POOL FENCING_PG_MAJOR MODE LOG_AUTOVACUUM
 
 if [ "${1:-}" = "--inner" ]; then
 	# as postgres: $2 = work dir, $3 = action
@@ -73,7 +76,7 @@ if [ "${1:-}" = "--inner" ]; then
 			echo "shared_preload_libraries = 'pg_stat_statements'"
 			echo "pg_stat_statements.max = 1000"
 			echo "autovacuum_naptime = $NAPTIME"
-			echo "log_autovacuum_min_duration = -1"
+			echo "log_autovacuum_min_duration = $LOG_AUTOVACUUM"
 		} >>"$D/postgresql.conf"
 		pg_ctl -D "$D" -l "$W/server.log" -w -t 120 start >/dev/null
 		Q <<-SQL
@@ -203,6 +206,8 @@ work=$(mktemp -d /tmp/fencing-soak.XXXXXX)
 chmod 755 "$work"
 cleanup() {
 	[ -f "$work/port" ] && fencing_as_postgres bash "$work/soak.sh" --inner "$work" stop
+	# LOG_AUTOVACUUM=0: keep the server log, which then says what autovacuum did
+	[ "$LOG_AUTOVACUUM" = -1 ] || cp "$work/server.log" "${BENCH_OUT:-bench/out}/soak-server.log" 2>/dev/null
 	rm -rf "$work"
 }
 trap cleanup EXIT
