@@ -343,7 +343,7 @@ p("## Checks\n")
 for ok, w in checks:
     p(f"- {'PASS' if ok else '**FAIL**'}: {w}")
 p("\n## Per window\n")
-p("| window | heap kB | index kB | live | dead | autovacuums | WAL MB | tx/s | cycle p50 / p99 ms | floor p50 / p99 ms | cycle p99 / floor p99 (÷ window 2) | write p99 ms | wait p99 ms | sem p99 ms |")
+p("| window | heap kB | index kB | live | dead | autovacuums in the window | WAL MB | tx/s | cycle p50 / p99 ms | floor p50 / p99 ms | cycle p99 / floor p99 (÷ window 2) | write p99 ms | wait p99 ms | sem p99 ms |")
 p("|" + "---:|" * 14)
 rr = ref["cycle"][2] / ref["floor"][2]
 for r in rows:
