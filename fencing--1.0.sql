@@ -32,7 +32,7 @@ CREATE SEQUENCE fencing.token_witness AS bigint
 -- fillfactor leaves room, so every lease call is a HOT update.  Every row
 -- of a name has the name's kind ('l' lease, 's' semaphore, 'e' election)
 -- and number of slots: an acquire of another kind or slot count is refused
--- while any of them is held (src/lease_row.c, fencing_define_lease_name).
+-- while any of them is held (src/lease_table.c, fencing_define_lease_name).
 -- An election's leader publishes "value".  How the current token's tenure
 -- ended ("end_reason": 'r' released, 'f' force-released, NULL not), and
 -- the token before it and how that one ended ('t': taken over, expired or
@@ -490,7 +490,7 @@ COMMENT ON VIEW fencing_monitor.lease_status IS
 	'fencing.lease_status, for monitoring';
 
 -- Backends waiting for a lease or a semaphore of this database, found on
--- every major by the queue's advisory lock (src/events.c): field 4 =
+-- every major by the queue's advisory lock (src/lease_wait.c): field 4 =
 -- 0x4646 (objsubid 17990), fields 2 and 3 the keyed 64-bit hash of the
 -- name, fencing._lease_lock_tag(name) (classid its high 32 bits, objid its
 -- low ones).  The head of a queue holds that lock and sleeps in wait event

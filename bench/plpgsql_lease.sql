@@ -3,7 +3,7 @@
 -- the C extension).
 --
 -- Same calls, results and semantics as fencing.lease_acquire and
--- fencing.lease_release (fencing--1.0.sql, src/lease.c, src/lease_row.c):
+-- fencing.lease_release (fencing--1.0.sql, src/lease.c, src/lease_table.c):
 --
 --  * a lease table made LIKE fencing.leases (so CREATE EXTENSION fencing
 --    comes first), with the same fillfactor; the same three statements
