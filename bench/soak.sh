@@ -15,6 +15,11 @@
 #           the token, then release
 #   floor   two single-row UPDATEs by key, one per transaction (the anchor
 #           against which machine load cancels out)
+#   plain   the plain-SQL lease of bench/plain_lease.sql (INSERT ... ON
+#           CONFLICT + UPDATE) on names out of 2,000, one grant in ten left
+#           to expire, and one cycle in 4,000 deletes the leases free for
+#           10 s: the table a user would write instead, with the same churn
+#           (the anchor for the lease table's size)
 # and a sampler that records, at the end of every window, the lease
 # table's and its indexes' sizes, live and dead tuples, autovacuum runs,
 # WAL written, and pg_stat_statements' counters (calls, buffers touched).
@@ -46,6 +51,13 @@
 #   LOG_AUTOVACUUM=0 sudo bench/soak.sh
 #                                 # also logs every autovacuum run and keeps
 #                                 # the server log: bench/out/soak-server.log
+#   FILLFACTOR=40 sudo bench/soak.sh
+#                                 # fencing.leases at another fillfactor (the
+#                                 # extension creates it at 70)
+#   PURGE=0 sudo bench/soak.sh    # no lease_purge: no deletes, and no
+#                                 # inserts once every name exists
+# The report also counts, per window, the updates that were not HOT, of
+# the lease table and of the floor's table (also fillfactor 70).
 set -euo pipefail
 export LC_ALL=C
 MODE=long
@@ -56,8 +68,8 @@ else
 	: "${WINDOW:=60}" "${WINDOWS:=20}" "${NAPTIME:=1min}"
 fi
 : "${FENCING_PG_MAJOR:=15}" "${CLIENTS:=64}" "${FSYNC:=off}" "${SHARED_BUFFERS:=256MB}"
-: "${POOL:=2000}" "${LOG_AUTOVACUUM:=-1}"
-export WINDOW WINDOWS NAPTIME CLIENTS FSYNC SHARED_BUFFERS POOL FENCING_PG_MAJOR MODE LOG_AUTOVACUUM
+: "${POOL:=2000}" "${LOG_AUTOVACUUM:=-1}" "${FILLFACTOR:=}" "${PURGE:=1}"
+export WINDOW WINDOWS NAPTIME CLIENTS FSYNC SHARED_BUFFERS POOL FENCING_PG_MAJOR MODE LOG_AUTOVACUUM FILLFACTOR PURGE
 
 if [ "${1:-}" = "--inner" ]; then
 	# as postgres: $2 = work dir, $3 = action
@@ -82,6 +94,7 @@ if [ "${1:-}" = "--inner" ]; then
 		Q <<-SQL
 			CREATE EXTENSION pg_stat_statements;
 			CREATE EXTENSION fencing;
+			${FILLFACTOR:+ALTER TABLE fencing.leases SET (fillfactor = $FILLFACTOR);}
 			CREATE TABLE floor_t (name text PRIMARY KEY, holder text NOT NULL,
 			  token bigint NOT NULL, expires_at timestamptz NOT NULL) WITH (fillfactor = 70);
 			INSERT INTO floor_t SELECT 'f' || g, 'init', g, clock_timestamp() FROM generate_series(1, $POOL) g;
@@ -89,6 +102,10 @@ if [ "${1:-}" = "--inner" ]; then
 			  WITH (fillfactor = 50);
 			INSERT INTO res (id) SELECT g FROM generate_series(1, 1000) g;
 			CREATE TABLE ledger (id int NOT NULL, tok bigint NOT NULL);
+			\i $W/plain_lease.sql
+			INSERT INTO plain_lease.leases
+			  SELECT 'p' || g, 'init', nextval('plain_lease.token_seq'), clock_timestamp()
+			    FROM generate_series(1, $POOL) g;
 			SELECT count(fencing.lease_release(n, fencing.lease_acquire(n, 'init', '1 minute')))
 			  FROM (SELECT 'l' || g FROM generate_series(1, $POOL) g
 			        UNION ALL SELECT 'r' || g FROM generate_series(1, $POOL) g
@@ -107,7 +124,7 @@ if [ "${1:-}" = "--inner" ]; then
 			SELECT fencing.lease_release('l' || :n, :tok);
 			\endif
 			\set p random(1, 4000)
-			\if :p = 1
+			\if :p = 1 AND :purge = 1
 			SELECT fencing.lease_purge('10 s');
 			\endif
 		EOF
@@ -151,11 +168,27 @@ if [ "${1:-}" = "--inner" ]; then
 			UPDATE floor_t SET holder = 'c' || :client_id, expires_at = clock_timestamp() + interval '2 s' WHERE name = 'f' || :n;
 			UPDATE floor_t SET expires_at = clock_timestamp() WHERE name = 'f' || :n;
 		EOF
+		cat >"$S/plain.sql" <<-'EOF'
+			\set n random(1, :pool)
+			WITH a AS (INSERT INTO plain_lease.leases AS l (name, holder, token, expires_at) VALUES ('p' || :n, 'c' || :client_id, nextval('plain_lease.token_seq'), clock_timestamp() + interval '2 s') ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, token = EXCLUDED.token, expires_at = EXCLUDED.expires_at WHERE l.expires_at <= clock_timestamp() OR l.holder = EXCLUDED.holder RETURNING l.token) SELECT coalesce((SELECT token FROM a), 0) AS tok \gset
+			\set keep random(1, 10)
+			\if :tok > 0 AND :keep > 1
+			UPDATE plain_lease.leases SET expires_at = clock_timestamp() WHERE name = 'p' || :n AND token = :tok AND expires_at > clock_timestamp();
+			\endif
+			\set p random(1, 4000)
+			\if :p = 1 AND :purge = 1
+			DELETE FROM plain_lease.leases WHERE expires_at <= clock_timestamp() - interval '10 s';
+			\endif
+		EOF
 		Q -c "SELECT pg_stat_statements_reset()" >/dev/null
 		;;
 	sample)
 		# one line: epoch, heap, indexes, live, dead, autovacuums, WAL lsn
-		# (bytes), then per statement kind calls and buffers
+		# (bytes), per statement kind calls and buffers, then the lease
+		# table's updates and HOT updates, the floor table's heap, updates
+		# and HOT updates, the lease table's inserts and deletes, the
+		# plain-SQL lease table's heap, inserts, deletes, updates and HOT
+		# updates
 		Q -F $'\t' <<-'SQL'
 			SELECT extract(epoch FROM clock_timestamp()),
 			       pg_relation_size('fencing.leases'), pg_indexes_size('fencing.leases'),
@@ -170,16 +203,22 @@ if [ "${1:-}" = "--inner" ]; then
 			                      WHEN query LIKE '%UPDATE floor_t%' THEN 'floor_update' END AS k,
 			                 sum(calls) AS c, sum(shared_blks_hit + shared_blks_read) AS b
 			            FROM pg_stat_statements GROUP BY 1) x WHERE k IS NOT NULL)
-			  FROM pg_stat_user_tables s WHERE s.relid = 'fencing.leases'::regclass;
+			       , s.n_tup_upd, s.n_tup_hot_upd, pg_relation_size('floor_t'),
+			       f.n_tup_upd, f.n_tup_hot_upd, s.n_tup_ins, s.n_tup_del,
+			       pg_relation_size('plain_lease.leases'), p.n_tup_ins, p.n_tup_del,
+			       p.n_tup_upd, p.n_tup_hot_upd
+			  FROM pg_stat_user_tables s, pg_stat_user_tables f, pg_stat_user_tables p
+			 WHERE s.relid = 'fencing.leases'::regclass AND f.relid = 'floor_t'::regclass
+			   AND p.relid = 'plain_lease.leases'::regclass;
 		SQL
 		;;
 	run)
 		rm -f "$W"/log.*
 		S=$W/scripts
-		pgbench -n -M prepared -c "$CLIENTS" -j 2 -T $((WINDOW * WINDOWS)) -D pool="$POOL" \
+		pgbench -n -M prepared -c "$CLIENTS" -j 2 -T $((WINDOW * WINDOWS)) -D pool="$POOL" -D purge="$PURGE" \
 			-l --log-prefix="$W/log" \
 			-f "$S/cycle.sql@4" -f "$S/wait.sql@1" -f "$S/renew.sql@1" -f "$S/sem.sql@1" \
-			-f "$S/write.sql@2" -f "$S/floor.sql@2" >"$W/pgbench.out" 2>&1 || true
+			-f "$S/write.sql@2" -f "$S/floor.sql@2" -f "$S/plain.sql@4" >"$W/pgbench.out" 2>&1 || true
 		;;
 	check)
 		# nothing lost: each fenced write is in its row, no token twice
@@ -211,7 +250,7 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-cp bench/soak.sh bench/cluster_settings.sh "$work/"
+cp bench/soak.sh bench/cluster_settings.sh bench/plain_lease.sql "$work/"
 src=$work/src
 mkdir -p "$src"
 tar --exclude=.git --exclude='*.o' --exclude='*.bc' --exclude='*.so' \
@@ -258,7 +297,7 @@ import sys, statistics, collections, subprocess, os, re, glob
 (work, samples, pgb_out, server_log, check, base, window, windows, clients, mode, what,
  cpus, fsync, naptime) = sys.argv[1:]
 window, windows = int(window), int(windows)
-names = ["cycle", "wait", "renew", "sem", "write", "floor"]
+names = ["cycle", "wait", "renew", "sem", "write", "floor", "plain"]
 S = []
 for line in open(samples):
     f = line.rstrip("\n").split("\t")
@@ -268,7 +307,10 @@ for line in open(samples):
         c, b = v.split(":")
         st[k] = (int(c), int(b))
     S.append(dict(t=float(f[0]), heap=int(f[1]), idx=int(f[2]), live=int(f[3]),
-                  dead=int(f[4]), av=int(f[5]), wal=int(f[6]), st=st))
+                  dead=int(f[4]), av=int(f[5]), wal=int(f[6]), st=st,
+                  upd=int(f[8]), hot=int(f[9]), fheap=int(f[10]), fupd=int(f[11]), fhot=int(f[12]),
+                  ins=int(f[13]), dele=int(f[14]), pheap=int(f[15]), pins=int(f[16]),
+                  pdel=int(f[17]), pupd=int(f[18]), phot=int(f[19])))
 t0 = S[0]["t"]
 lat = collections.defaultdict(lambda: collections.defaultdict(list))
 for line in (l for fn in glob.glob(os.path.join(work, "log.*")) for l in open(fn)):
@@ -284,7 +326,15 @@ rows = []
 for w in range(1, min(windows, len(S) - 1) + 1):
     a, b = S[w - 1], S[w]
     r = dict(w=w, heap=b["heap"], idx=b["idx"], live=b["live"], dead=b["dead"],
-             av=b["av"] - a["av"], wal=(b["wal"] - a["wal"]) / 1e6, dt=b["t"] - a["t"])
+             av=b["av"] - a["av"], wal=(b["wal"] - a["wal"]) / 1e6, dt=b["t"] - a["t"],
+             fheap=b["fheap"],
+             nonhot=(b["upd"] - a["upd"]) - (b["hot"] - a["hot"]),
+             hotpct=100 * (b["hot"] - a["hot"]) / max(1, b["upd"] - a["upd"]),
+             fnonhot=(b["fupd"] - a["fupd"]) - (b["fhot"] - a["fhot"]),
+             fhotpct=100 * (b["fhot"] - a["fhot"]) / max(1, b["fupd"] - a["fupd"]),
+             ins=b["ins"] - a["ins"], dele=b["dele"] - a["dele"], pheap=b["pheap"],
+             pins=b["pins"] - a["pins"], pdel=b["pdel"] - a["pdel"],
+             pnonhot=(b["pupd"] - a["pupd"]) - (b["phot"] - a["phot"]))
     r["tps"] = sum(len(v) for v in lat[w].values()) / window
     for n in names:
         v = lat[w][n]
@@ -304,9 +354,10 @@ def check_(ok, what):
 # nothing lost, no errors
 out = open(pgb_out).read()
 failed = re.search(r"number of failed transactions: (\d+)", out)
+why = [l.strip() for l in out.splitlines() if re.search(r"aborted|error|ERROR|failed transactions: [1-9]", l)]
 check_(re.search(r"number of transactions actually processed: \d+", out) and
        (failed is None or failed.group(1) == "0") and "aborted" not in out,
-       "pgbench: no failed transaction, no aborted client")
+       "pgbench: no failed transaction, no aborted client" + (f" (first: {why[0][:200]})" if why else ""))
 errs = [l for l in open(server_log) if re.search(r"\b(ERROR|FATAL|PANIC):", l)
         and "canceling autovacuum task" not in l]
 check_(not errs, f"server log: no ERROR, FATAL or PANIC ({len(errs)}" +
@@ -338,10 +389,17 @@ p = o.append
 p(f"# Soak run, {os.path.basename(base)}\n")
 p(f"bench/soak.sh ({mode} mode): extension {what}, {clients} clients, {windows} windows of "
   f"{window} s, fsync = {fsync}, synchronous_commit = on, autovacuum_naptime = {naptime}, "
-  f"{cpus} CPUs. Window 1 is the warm-up, window 2 the reference.\n")
+  f"{cpus} CPUs, fencing.leases fillfactor {os.environ.get('FILLFACTOR') or '70 (as installed)'}, "
+  f"lease_purge {'on' if os.environ.get('PURGE', '1') != '0' else 'off (PURGE=0)'}. "
+  f"Window 1 is the warm-up, window 2 the reference.\n")
 p("## Checks\n")
 for ok, w in checks:
     p(f"- {'PASS' if ok else '**FAIL**'}: {w}")
+def growth(key):
+    return ", ".join(f"{r[key] // 1024}" for r in rows) + \
+        f" kB ({max(r[key] for r in later) / max(1, ref[key]) - 1:+.0%} at most against window 2)" if later else "-"
+p(f"\nFor comparison, not checked: the heap of the plain-SQL lease table (same churn) {growth('pheap')}; "
+  f"of the floor's table (no inserts) {growth('fheap')}.")
 p("\n## Per window\n")
 p("| window | heap kB | index kB | live | dead | autovacuums in the window | WAL MB | tx/s | cycle p50 / p99 ms | floor p50 / p99 ms | cycle p99 / floor p99 (÷ window 2) | write p99 ms | wait p99 ms | sem p99 ms |")
 p("|" + "---:|" * 14)
@@ -352,6 +410,16 @@ for r in rows:
       f"{r['wal']:.0f} | {r['tps']:.0f} | {r['cycle'][1]:.1f} / {r['cycle'][2]:.1f} | "
       f"{r['floor'][1]:.1f} / {r['floor'][2]:.1f} | {ratio:.2f} ({ratio / rr:.2f}) | "
       f"{r['write'][2]:.1f} | {r['wait'][2]:.1f} | {r['sem'][2]:.1f} |")
+p("\nRow churn per window: updates that were not HOT (each leaves an index entry and a line pointer only VACUUM frees), "
+  "inserts and deletes (lease_purge, or the plain-SQL lease's DELETE, deletes; a later acquire inserts: new rows go "
+  "where the free space map says there is room, or to new pages), and the heap: the lease table, the plain-SQL "
+  "lease table with the same churn, and the floor's table (updated by key, never inserted into); all three at "
+  "fillfactor 70 unless the header says otherwise:\n")
+p("| window | leases: not HOT | HOT % | inserts | deletes | heap kB | plain-SQL leases: not HOT | inserts | deletes | heap kB | floor table: not HOT | heap kB |")
+p("|" + "---:|" * 12)
+for r in rows:
+    p(f"| {r['w']} | {r['nonhot']} | {r['hotpct']:.2f} | {r['ins']} | {r['dele']} | {r['heap'] // 1024} | "
+      f"{r['pnonhot']} | {r['pins']} | {r['pdel']} | {r['pheap'] // 1024} | {r['fnonhot']} | {r['fheap'] // 1024} |")
 p("\nBuffers touched per call (pg_stat_statements, shared hits + reads), per window:\n")
 p("| window | " + " | ".join(kinds) + " |")
 p("|" + "---:|" * (len(kinds) + 1))
