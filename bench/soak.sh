@@ -61,8 +61,10 @@
 #                                 # extension creates it at 70)
 #   PURGE=0 sudo bench/soak.sh    # no lease_purge: no deletes, and no
 #                                 # inserts once every name exists
-# The report also counts, per window, the updates that were not HOT, of
-# the lease table and of the floor's table (also fillfactor 70).
+# The report also counts, per window, the updates that were not HOT and
+# the inserts and deletes of the lease table and of the plain-SQL lease
+# table, and the heaps of those two and of the floor's table (all three
+# at fillfactor 70).
 set -euo pipefail
 export LC_ALL=C
 MODE=long
