@@ -166,6 +166,51 @@ column_written(TriggerData *trigdata, const ClaimPlace *place)
 						 trigdata->tg_updatedcols);
 }
 
+/*
+ * Does the new row hold at this place the value the old row held there?
+ * Then the write did not bring it, even though its statement names the
+ * column: a MERGE names the columns of all its UPDATE actions, and a
+ * full-row update sends back what it read.
+ */
+static bool
+place_kept(Relation rel, HeapTuple oldtup, HeapTuple newtup,
+		   const ClaimPlace *place)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	bool		oldnull;
+	bool		newnull;
+	Datum		o = heap_getattr(oldtup, place->attnum, desc, &oldnull);
+	Datum		n = heap_getattr(newtup, place->attnum, desc, &newnull);
+	Jsonb	   *ojb;
+	Jsonb	   *njb;
+	JsonbValue	ov;
+	JsonbValue	nv;
+
+	if (oldnull || newnull)
+		return false;
+	if (place->key == NULL)
+		return DatumGetInt64(o) == DatumGetInt64(n);
+	ojb = DatumGetJsonbP(o);
+	njb = DatumGetJsonbP(n);
+	if (!JB_ROOT_IS_OBJECT(ojb) || JB_ROOT_IS_SCALAR(ojb) ||
+		!JB_ROOT_IS_OBJECT(njb) || JB_ROOT_IS_SCALAR(njb) ||
+		getKeyJsonValueFromContainer(&ojb->root, place->key,
+									 strlen(place->key), &ov) == NULL ||
+		getKeyJsonValueFromContainer(&njb->root, place->key,
+									 strlen(place->key), &nv) == NULL ||
+		ov.type != nv.type)
+		return false;
+	if (ov.type == jbvString)
+		return ov.val.string.len == nv.val.string.len &&
+			memcmp(ov.val.string.val, nv.val.string.val,
+				   ov.val.string.len) == 0;
+	if (ov.type == jbvNumeric)
+		return DatumGetInt32(DirectFunctionCall2(numeric_cmp,
+												 NumericGetDatum(ov.val.numeric),
+												 NumericGetDatum(nv.val.numeric))) == 0;
+	return false;
+}
+
 static void
 report_bad_token(Relation rel, const ClaimPlace *place, const char *shown)
 {
@@ -427,6 +472,8 @@ fencing_claim_guard(PG_FUNCTION_ARGS)
 	int64		delivery = 0;
 	bool		has_stamp;
 	bool		has_delivery = false;
+	bool		kept = false;
+	int64		kept_token = 0;
 
 	fencing_check_row_trigger(fcinfo, "claim_guard");
 	trigger = trigdata->tg_trigger;
@@ -472,16 +519,26 @@ fencing_claim_guard(PG_FUNCTION_ARGS)
 
 	/*
 	 * The delivery's token: at the delivery place of the new row, if the
-	 * statement wrote it (a value left there by an earlier write is not this
-	 * one's), else declared.  An INSERT is a new row, not the delivery's job,
-	 * unless a guard without 'allow_unfenced' names it (a re-insert): a token
-	 * declared for the transaction does not apply to it.
+	 * statement wrote it and changed it (a value left there by an earlier
+	 * write is not this one's), else declared.  An INSERT is a new row, not
+	 * the delivery's job, unless a guard without 'allow_unfenced' names it
+	 * (a re-insert): a token declared for the transaction does not apply to
+	 * it.
 	 */
 	if (has_delivery_place &&
 		(TRIGGER_FIRED_BY_INSERT(event) ||
 		 (TRIGGER_FIRED_BY_UPDATE(event) &&
 		  column_written(trigdata, &delivery_place))))
+	{
 		has_delivery = read_place(rel, result, &delivery_place, &delivery);
+		if (has_delivery && TRIGGER_FIRED_BY_UPDATE(event) &&
+			place_kept(rel, claimed, result, &delivery_place))
+		{
+			kept = true;
+			kept_token = delivery;
+			has_delivery = false;
+		}
+	}
 	if (!has_delivery && !(TRIGGER_FIRED_BY_INSERT(event) && allow_unfenced))
 		has_delivery = fencing_declared_token(&delivery);
 
@@ -489,6 +546,17 @@ fencing_claim_guard(PG_FUNCTION_ARGS)
 	has_stamp = (has_delivery || !allow_unfenced ||
 				 !TRIGGER_FIRED_BY_DELETE(event)) &&
 		read_place(rel, claimed, &stamp_place, &stamp);
+
+	/*
+	 * A token sent back as it was, with none declared: a stale one is
+	 * refused as before, but the stamp itself proves nothing (whoever read
+	 * the row has it), so the write counts as bringing no token.
+	 */
+	if (!has_delivery && kept && (!has_stamp || kept_token != stamp))
+	{
+		has_delivery = true;
+		delivery = kept_token;
+	}
 
 	/* a stale delivery is told so first, whatever else its write does */
 	if (has_delivery)
