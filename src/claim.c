@@ -26,8 +26,8 @@
  * how some queues re-insert a failed job).  The token travels with the
  * statement, so it works through a transaction-mode pooler: in a place of
  * the new row named by the second argument (a jsonb result the queue
- * writes, for example), when the statement writes that column, or else in
- * SET LOCAL fencing.token.  Whatever the row's state, a write that brings
+ * writes, for example), when the statement writes that column and changes
+ * the token there, or else in SET LOCAL fencing.token.  Whatever the row's state, a write that brings
  * a token must bring the stamp's: older is a stale delivery (LF001), newer
  * was not issued for this claim (LF010), no stamp means the row was never
  * claimed (LF011).  No write but the claim moves the stamp (LF012); a
