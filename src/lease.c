@@ -136,13 +136,31 @@ lock_deadline_passed(const LeaseRequest *req)
 }
 
 /*
+ * Wait for a transaction that is writing a row of the name the request
+ * must judge, until the acquire's deadline (a try-once does not wait):
+ * false and res->locked if it has not ended by then.
+ */
+static bool
+wait_for_writer(LeaseRequest *req, LeaseResult *res, TransactionId xid)
+{
+	if (lock_deadline_passed(req) ||
+		!fencing_wait_for_xact(xid, req->lock_deadline))
+	{
+		res->locked = true;
+		return false;
+	}
+	return true;
+}
+
+/*
  * The name's rows are of another kind or slot count than the request's:
  * make them the request's, which is refused (LF021) while one of them is
  * held (lease_table.c).  "again" says the attempt already did so and still
  * found another kind: under REPEATABLE READ and SERIALIZABLE that is the
- * transaction's snapshot, which cannot see the change.  The name lock is
- * waited for until the acquire's deadline, as a row lock is: false (and
- * res->locked) if it was not granted by then.
+ * transaction's snapshot, which cannot see the change.  The name lock, and
+ * a transaction writing one of the rows right now, are waited for until
+ * the acquire's deadline, as a row lock is: false (and res->locked) if
+ * they did not give way by then.
  */
 static bool
 define_name(LeaseRequest *req, LeaseResult *res, bool again)
@@ -156,24 +174,33 @@ define_name(LeaseRequest *req, LeaseResult *res, bool again)
 				 errmsg("could not serialize access due to concurrent update of lease \"%s\"",
 						text_to_cstring(req->name)),
 				 errhint("The transaction might succeed if retried.")));
-	if (!fencing_name_lock(nm, len, req->lock_deadline))
+	for (;;)
 	{
-		res->locked = true;
-		return false;
+		TransactionId writer;
+
+		if (!fencing_name_lock(nm, len, req->lock_deadline))
+		{
+			res->locked = true;
+			return false;
+		}
+		writer = fencing_define_lease_name(req);
+		fencing_name_unlock(nm, len);
+		if (!TransactionIdIsValid(writer))
+			return true;
+		if (!wait_for_writer(req, res, writer))
+			return false;
 	}
-	(void) fencing_define_lease_name(req);
-	fencing_name_unlock(nm, len);
-	return true;
 }
 
 /*
  * Create the row of the request's slot, of the request's kind, under the
  * name lock and after making the name's other rows that kind (LF021 if one
  * of another kind is held).  False when the row exists.  When another
- * transaction is inserting it, wait for that one to end outside the name
- * lock, as the insert's ON CONFLICT would have, and look again.  Both
- * waits, for the name lock and for the inserter, end at the acquire's
- * deadline (a try-once waits for neither): false and res->locked then.
+ * transaction is inserting it, or writing a row of another kind, wait for
+ * that one to end outside the name lock, as the insert's ON CONFLICT would
+ * have, and look again.  Both waits, for the name lock and for the other
+ * transaction, end at the acquire's deadline (a try-once waits for
+ * neither): false and res->locked then.
  */
 static bool
 create_row(LeaseRequest *req, LeaseResult *res)
@@ -183,7 +210,7 @@ create_row(LeaseRequest *req, LeaseResult *res)
 
 	for (;;)
 	{
-		TransactionId inserting;
+		TransactionId writer;
 		bool		created;
 
 		if (!fencing_name_lock(nm, len, req->lock_deadline))
@@ -191,20 +218,16 @@ create_row(LeaseRequest *req, LeaseResult *res)
 			res->locked = true;
 			return false;
 		}
-		inserting = fencing_define_lease_name(req);
-		if (!TransactionIdIsValid(inserting))
+		writer = fencing_define_lease_name(req);
+		if (!TransactionIdIsValid(writer))
 		{
 			created = fencing_run_lease_statement(LEASE_CREATE, req, res) == 1;
 			fencing_name_unlock(nm, len);
 			return created;
 		}
 		fencing_name_unlock(nm, len);
-		if (lock_deadline_passed(req) ||
-			!fencing_wait_for_xact(inserting, req->lock_deadline))
-		{
-			res->locked = true;
+		if (!wait_for_writer(req, res, writer))
 			return false;
-		}
 	}
 }
 

@@ -1239,88 +1239,40 @@ free_now(TupleTableSlot *row, TimestampTz now)
 	return !COL_ISNULL(row, COL_RELEASED_AT) || free_at(row) <= now;
 }
 
-/*
- * Make every row of the request's name of the kind and slot count the
- * request takes it as, before an acquire creates a row of the name, and
- * when it found a row of another kind.  The caller holds the name lock
- * (fencing_name_lock), so no other call of this runs for the name, and
- * rows of a name are created only under it; an acquire of an existing row
- * takes no name lock, but judges the row's kind and locks the row.
- *
- * Every row of the name is looked at as a dirty snapshot sees it, that is
- * with what other transactions are writing right now.  A row of another
- * kind refuses the request (LF021) when it is held or in its lock delay,
- * or when another transaction is writing or locking it.  Otherwise every
- * such row is free: each is locked, without waiting, and rewritten.  A
- * concurrent acquire of one of them either locked it first (then we
- * refuse) or waits for our lock and judges the rewritten row.  So the rows
- * of a name never have two kinds once committed, and no held slot
- * coexists with a row of another kind.
- *
- * Returns the transaction that is inserting the request's slot right now,
- * if another one is, for the caller to wait for; else InvalidTransactionId.
- */
-TransactionId
-fencing_define_lease_name(const LeaseRequest *req)
+/* the rows fencing_define_lease_name rewrites, in a subtransaction */
+typedef struct KindRewrite
 {
-	FencingOwnerScope scope;
+	const LeaseRequest *req;
 	Relation	rel;
-	Relation	key;
 	TupleTableSlot *row;
-	SnapshotData dirty;
-	Snapshot	snapshot;
-	IndexScanDesc scan;
+	List	   *tids;			/* of the rows to rewrite */
 	TimestampTz now;
-	List	   *rewrite = NIL;
-	char		other_kind = 0;
-	int32		other_slots = 0;
-	TransactionId inserting = InvalidTransactionId;
+	char		other_kind;
+	int32		other_slots;
+	TransactionId wait_for;		/* out: locked by it, look again after */
+} KindRewrite;
+
+/*
+ * In fencing_wait_within's subtransaction: lock every row, without
+ * waiting, and only then rewrite them to the request's kind.  A row
+ * another transaction wrote or locked since the scan rolls everything
+ * back (false) and names that transaction: no row of the name changes
+ * kind unless all of them do, so an acquire that gives up waiting leaves
+ * no row of its kind beside one of the other.
+ */
+static bool
+lock_and_rewrite_kind(void *arg)
+{
+	KindRewrite *kr = (KindRewrite *) arg;
+	const LeaseRequest *req = kr->req;
+	Relation	rel = kr->rel;
+	TupleTableSlot *row = kr->row;
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	List	   *locked = NIL;
 	ListCell   *lc;
 
-	fencing_become_owner(&scope);
-	rel = open_leases(RowExclusiveLock);
-	refuse_unsupported(rel, true);
-	key = index_open(layout.key_oid, RowExclusiveLock);
-	row = table_slot_create(rel, NULL);
-
-	CommandCounterIncrement();
-	InitDirtySnapshot(dirty);
-	now = GetCurrentTimestamp();
-	scan = begin_name_scan(rel, key, &dirty, req->name, -1);
-	while (index_getnext_slot(scan, ForwardScanDirection, row))
+	foreach(lc, kr->tids)
 	{
-		bool		busy = TransactionIdIsValid(dirty.xmin) ||
-			TransactionIdIsValid(dirty.xmax);
-
-		slot_getallattrs(row);
-		if (same_kind(row, req))
-		{
-			if (TransactionIdIsValid(dirty.xmin) &&
-				DatumGetInt32(COL(row, COL_SLOT)) == req->slot)
-				inserting = dirty.xmin;
-			continue;
-		}
-		other_kind = DatumGetChar(COL(row, COL_KIND));
-		other_slots = DatumGetInt32(COL(row, COL_SLOTS));
-		if (busy || !free_now(row, now))
-			refuse_kind(req, other_kind, other_slots, busy);
-		/* a snapshot that cannot see the row cannot judge it */
-		if (IsolationUsesXactSnapshot() &&
-			!table_tuple_satisfies_snapshot(rel, row, GetTransactionSnapshot()))
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("could not serialize access due to concurrent update of lease \"%s\"",
-							text_to_cstring(req->name)),
-					 errhint("The transaction might succeed if retried.")));
-		rewrite = lappend(rewrite, palloc(sizeof(ItemPointerData)));
-		ItemPointerCopy(&row->tts_tid, (ItemPointer) llast(rewrite));
-	}
-	index_endscan(scan);
-
-	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	foreach(lc, rewrite)
-	{
-		RowChange	ch = {0};
 		TM_FailureData tmfd;
 		TM_Result	tm;
 
@@ -1329,12 +1281,35 @@ fencing_define_lease_name(const LeaseRequest *req)
 							  LockTupleNoKeyExclusive, LockWaitSkip, 0, &tmfd);
 		if (tm == TM_Deleted)
 			continue;			/* purged meanwhile: nothing to change */
+		if (tm != TM_Ok && TransactionIdIsValid(tmfd.xmax) &&
+			!TransactionIdIsCurrentTransactionId(tmfd.xmax))
+		{
+			/* written or locked since the scan: undo, wait, look again */
+			kr->wait_for = tmfd.xmax;
+			ExecClearTuple(row);
+			UnregisterSnapshot(snapshot);
+			return false;
+		}
 		if (tm != TM_Ok)
-			refuse_kind(req, other_kind, other_slots, true);
+			refuse_kind(req, kr->other_kind, kr->other_slots, true);
 		slot_getallattrs(row);
-		if (!free_now(row, now))
-			refuse_kind(req, other_kind, other_slots, false);
+		if (!free_now(row, kr->now))
+			refuse_kind(req, kr->other_kind, kr->other_slots, false);
+		locked = lappend(locked, lfirst(lc));
+	}
 
+	foreach(lc, locked)
+	{
+		RowChange	ch = {0};
+		TM_FailureData tmfd;
+
+		/* locked by us above: fetch the version we locked */
+		if (table_tuple_lock(rel, (ItemPointer) lfirst(lc), snapshot, row,
+							 GetCurrentCommandId(true),
+							 LockTupleNoKeyExclusive, LockWaitSkip, 0,
+							 &tmfd) != TM_Ok)
+			refuse_kind(req, kr->other_kind, kr->other_slots, true);
+		slot_getallattrs(row);
 		ch.slot = MakeSingleTupleTableSlot(RelationGetDescr(rel),
 										   &TTSOpsVirtual);
 		ExecClearTuple(ch.slot);
@@ -1350,18 +1325,115 @@ fencing_define_lease_name(const LeaseRequest *req)
 		ExecMaterializeSlot(ch.slot);
 		/* a BEFORE trigger that skips it leaves the name as it was */
 		if (!update_row(rel, snapshot, row, &ch))
-			refuse_kind(req, other_kind, other_slots, true);
+			refuse_kind(req, kr->other_kind, kr->other_slots, true);
 		ExecDropSingleTupleTableSlot(ch.slot);
 	}
+	/* the buffer pin is this subtransaction's */
+	ExecClearTuple(row);
 	UnregisterSnapshot(snapshot);
-	if (rewrite != NIL)
+	return true;
+}
+
+/*
+ * Make every row of the request's name of the kind and slot count the
+ * request takes it as, before an acquire creates a row of the name, and
+ * when it found a row of another kind.  The caller holds the name lock
+ * (fencing_name_lock), so no other call of this runs for the name, and
+ * rows of a name are created only under it; an acquire of an existing row
+ * takes no name lock, but judges the row's kind and locks the row.
+ *
+ * Every row of the name is looked at as a dirty snapshot sees it, that is
+ * with what other transactions are writing right now.  A row of another
+ * kind refuses the request (LF021) when it is held or in its lock delay.
+ * A row of another kind that another transaction is writing or locking
+ * cannot be judged yet: that transaction may be making it our kind (an
+ * acquire converting a free name), or releasing it, or rolling back; so
+ * nothing is changed and the caller waits for it to end and looks again,
+ * as a row lock would make it wait.  Otherwise every such row is free:
+ * all are locked, without waiting, and then rewritten, in a subtransaction
+ * that is undone if one of them cannot be locked (then the caller waits
+ * for its locker and looks again).  A concurrent acquire of one of them
+ * either locked it first (then we wait for it too) or waits for our lock
+ * and judges the rewritten row.  So the rows of a name never have two
+ * kinds, and no held slot coexists with a row of another kind.
+ *
+ * Returns the transaction to wait for before looking again, if another
+ * one is inserting the request's slot or writing or locking a row of
+ * another kind right now; else InvalidTransactionId.
+ */
+TransactionId
+fencing_define_lease_name(const LeaseRequest *req)
+{
+	FencingOwnerScope scope;
+	Relation	rel;
+	Relation	key;
+	TupleTableSlot *row;
+	SnapshotData dirty;
+	IndexScanDesc scan;
+	KindRewrite kr = {0};
+
+	fencing_become_owner(&scope);
+	rel = open_leases(RowExclusiveLock);
+	refuse_unsupported(rel, true);
+	key = index_open(layout.key_oid, RowExclusiveLock);
+	row = table_slot_create(rel, NULL);
+
+	kr.req = req;
+	kr.rel = rel;
+	kr.row = row;
+	kr.wait_for = InvalidTransactionId;
+	CommandCounterIncrement();
+	InitDirtySnapshot(dirty);
+	kr.now = GetCurrentTimestamp();
+	scan = begin_name_scan(rel, key, &dirty, req->name, -1);
+	while (index_getnext_slot(scan, ForwardScanDirection, row))
+	{
+		bool		busy = TransactionIdIsValid(dirty.xmin) ||
+			TransactionIdIsValid(dirty.xmax);
+
+		slot_getallattrs(row);
+		if (same_kind(row, req))
+		{
+			if (TransactionIdIsValid(dirty.xmin) &&
+				DatumGetInt32(COL(row, COL_SLOT)) == req->slot)
+				kr.wait_for = dirty.xmin;
+			continue;
+		}
+		kr.other_kind = DatumGetChar(COL(row, COL_KIND));
+		kr.other_slots = DatumGetInt32(COL(row, COL_SLOTS));
+		if (busy)
+		{
+			kr.wait_for = TransactionIdIsValid(dirty.xmin) ? dirty.xmin :
+				dirty.xmax;
+			kr.tids = NIL;
+			break;
+		}
+		if (!free_now(row, kr.now))
+			refuse_kind(req, kr.other_kind, kr.other_slots, false);
+		/* a snapshot that cannot see the row cannot judge it */
+		if (IsolationUsesXactSnapshot() &&
+			!table_tuple_satisfies_snapshot(rel, row, GetTransactionSnapshot()))
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not serialize access due to concurrent update of lease \"%s\"",
+							text_to_cstring(req->name)),
+					 errhint("The transaction might succeed if retried.")));
+		kr.tids = lappend(kr.tids, palloc(sizeof(ItemPointerData)));
+		ItemPointerCopy(&row->tts_tid, (ItemPointer) llast(kr.tids));
+	}
+	index_endscan(scan);
+	ExecClearTuple(row);
+
+	if (kr.tids != NIL &&
+		fencing_wait_within(lock_and_rewrite_kind, &kr,
+							FENCING_DEADLINE_NONE) == FENCING_WAIT_KEPT)
 		CommandCounterIncrement();
 
 	ExecDropSingleTupleTableSlot(row);
 	index_close(key, NoLock);
 	table_close(rel, NoLock);
 	fencing_restore_user(&scope);
-	return inserting;
+	return kr.wait_for;
 }
 
 /*

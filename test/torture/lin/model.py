@@ -27,9 +27,7 @@ Rules (README "Reference", docs/waiting.md):
                    a semaphore try-once while another session of the same
                    holder acquires.
                    Refused with LF021 (nothing changes) iff a grant of
-                   another kind occupies at t, or (allowed by the docs:
-                   "being acquired as") another client's call on a row of
-                   another kind ran at the same time (check.py marks it).
+                   another kind occupies at t.
   renew/release/check(token)  true iff the token is a grant's, the caller
                    is its role (or an admin), the grant is live at t and
                    no other transaction holds its row; false iff the
@@ -332,15 +330,12 @@ def step_acquire(st, op, ctx):
 
 def acquire_kind_refused(st, op, ctx):
     """LF021: a grant of another kind occupies the name at b (its holder
-    may be the caller), or check.py found another client's call on a row
-    of another kind running at the same time"""
+    may be the caller)"""
     p = open_point(st, op, ctx, write=False)
     if not p:
         return []
     d0, L, b = p
     grants = cur_grants(st)
-    if op.kind_excused:
-        return [close_point(st, d0, L, grants, V_RN, st.maxtok, ctx)]
     res = []
     for g, vs in grants:
         if g[KIND] == op.shape or True not in occupy_options(d0, g, vs, b):
