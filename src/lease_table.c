@@ -1800,14 +1800,17 @@ typedef struct LeaseStatementDef
 static const LeaseStatementDef lease_statements[NUM_LEASE_STATEMENTS] = {
 	/*
 	 * Create a lease; spends no token when the row exists.  The values are
-	 * those LEASE_TAKE writes for a first acquire.
+	 * those LEASE_TAKE writes for a first acquire: one clock reading, read
+	 * before the token is issued, for acquired_at and expires_at alike.
 	 */
 	[LEASE_CREATE] = {
-		"INSERT INTO fencing.leases AS l"
+		"WITH c AS MATERIALIZED (SELECT " NOW " AS now)"
+		" INSERT INTO fencing.leases AS l"
 		"       (name, slot, kind, slots, holder, holder_role, token,"
 		"        acquired_at, expires_at, lock_delay, value, acquires)"
-		" SELECT $1, $6, $7, $8, $2, $3, fencing.next_token(), " NOW ","
-		"        (" NOW PLUS "$4), $5, $9, 1"
+		" SELECT $1, $6, $7, $8, $2, $3, fencing.next_token(), c.now,"
+		"        (c.now" PLUS "$4), $5, $9, 1"
+		"   FROM c"
 		"  WHERE NOT EXISTS (SELECT FROM fencing.leases AS o"
 		"                     WHERE o.name" EQ "$1 AND o.slot" EQ "$6)"
 		" ON CONFLICT (name, slot) DO NOTHING"
