@@ -52,14 +52,26 @@ SELECT pg_temp.rel(format('%s %s %s', state, tok, result->>'token')) AS row_afte
 UPDATE m_jobs SET result = jsonb_build_object('token', (SELECT t0 + 1 FROM pg_temp.base)::text);
 SELECT pg_temp.try($$UPDATE m_jobs SET state = 'failed', result = result WHERE id = 1$$) AS stale_sent_back;
 
+-- B's token sent back re-encoded (read as the string "T2", written as the
+-- number, as a client that parses and serializes the JSON does) is still
+-- the token that was there, not the write's: no token, LF004 (before
+-- issue 30: taken for B's, and the stale write accepted)
+UPDATE m_jobs SET result = jsonb_build_object('token', (SELECT t0 + 2 FROM pg_temp.base)::text);
+SELECT pg_temp.try($$UPDATE m_jobs SET state = 'failed',
+    result = jsonb_set(result, '{token}', to_jsonb((result->>'token')::bigint))
+    WHERE id = 1$$) AS reencoded;
+
 -- B, declaring T2, with the same MERGE: accepted, and so is B's own
--- result written with its token
+-- result written with its token (declared: the place already holds it)
 BEGIN;
 SELECT set_config('fencing.token', (SELECT t0 + 2 FROM pg_temp.base)::text, true) IS NOT NULL AS declared_t2;
 SELECT pg_temp.try($$MERGE INTO m_jobs j USING (VALUES (1, false)) v(id, ok) ON j.id = v.id
     WHEN MATCHED AND v.ok THEN UPDATE SET state = 'done', result = '{"token": "1"}'
     WHEN MATCHED THEN UPDATE SET state = 'failed'$$) AS b_merge_declared;
 ROLLBACK;
+BEGIN;
+SELECT set_config('fencing.token', (SELECT t0 + 2 FROM pg_temp.base)::text, true) IS NOT NULL AS declared_t2;
 SELECT pg_temp.try(format($$UPDATE m_jobs SET state = 'done', result = jsonb_build_object('token', %s, 'v', 42) WHERE id = 1$$,
                           (SELECT t0 + 2 FROM pg_temp.base))) AS b_done;
+COMMIT;
 SELECT pg_temp.rel(format('%s %s %s', state, tok, result)) AS row_done FROM m_jobs;

@@ -166,11 +166,29 @@ column_written(TriggerData *trigdata, const ClaimPlace *place)
 						 trigdata->tg_updatedcols);
 }
 
+/* A JSON number or string that spells a token, as read_place reads it. */
+static bool
+json_token(const JsonbValue *v, int64 *token)
+{
+	char	   *s;
+
+	if (v->type == jbvString)
+		s = pnstrdup(v->val.string.val, v->val.string.len);
+	else if (v->type == jbvNumeric)
+		s = DatumGetCString(DirectFunctionCall1(numeric_out,
+												NumericGetDatum(v->val.numeric)));
+	else
+		return false;
+	return fencing_parse_token(s, token);
+}
+
 /*
- * Does the new row hold at this place the value the old row held there?
+ * Does the new row hold at this place the token the old row held there?
  * Then the write did not bring it, even though its statement names the
  * column: a MERGE names the columns of all its UPDATE actions, and a
- * full-row update sends back what it read.
+ * full-row update sends back what it read.  Compared as tokens, so that
+ * the same token sent back re-encoded ("5" read, 5 written, as a client
+ * that parses and serializes the JSON does) is still the one it read.
  */
 static bool
 place_kept(Relation rel, HeapTuple oldtup, HeapTuple newtup,
@@ -185,6 +203,8 @@ place_kept(Relation rel, HeapTuple oldtup, HeapTuple newtup,
 	Jsonb	   *njb;
 	JsonbValue	ov;
 	JsonbValue	nv;
+	int64		otok;
+	int64		ntok;
 
 	if (oldnull || newnull)
 		return false;
@@ -197,8 +217,12 @@ place_kept(Relation rel, HeapTuple oldtup, HeapTuple newtup,
 		getKeyJsonValueFromContainer(&ojb->root, place->key,
 									 strlen(place->key), &ov) == NULL ||
 		getKeyJsonValueFromContainer(&njb->root, place->key,
-									 strlen(place->key), &nv) == NULL ||
-		ov.type != nv.type)
+									 strlen(place->key), &nv) == NULL)
+		return false;
+	if (json_token(&ov, &otok) && json_token(&nv, &ntok))
+		return otok == ntok;
+	/* not a token: kept only as it was, and read_place judges it */
+	if (ov.type != nv.type)
 		return false;
 	if (ov.type == jbvString)
 		return ov.val.string.len == nv.val.string.len &&
