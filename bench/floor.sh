@@ -23,6 +23,13 @@
 #           can send it), on a table with fencing's claim_stamp and
 #           claim_guard triggers and on one without (at most 64 clients:
 #           each has its own jobs)
+#   claim_trig  (optional) claim_plain's cycle on a table with the same two
+#           BEFORE ROW triggers and WHEN clauses as claim's, calling
+#           PostgreSQL's own C trigger function
+#           suppress_redundant_updates_trigger (which lets a changed row
+#           through): what PostgreSQL's trigger machinery costs by itself,
+#           the floor of any trigger-based claim fencing.  With claim,
+#           claim_plain and claim_trig the report adds their ratios.
 #
 # For each fsync setting (FSYNCS: "off on"; synchronous_commit = on for
 # every contender) and client count (CLIENTS: "8 64"), ROUNDS runs of DUR
@@ -95,6 +102,14 @@ if [ "${1:-}" = "--inner" ]; then
 			CREATE TRIGGER guard BEFORE UPDATE ON jobs FOR EACH ROW
 			  WHEN (OLD.state = 'running' AND NEW.state <> 'running')
 			  EXECUTE FUNCTION fencing.claim_guard('tok');
+			CREATE TABLE jobs_trig (LIKE jobs INCLUDING ALL) WITH (fillfactor = 50);
+			INSERT INTO jobs_trig (id) SELECT g FROM generate_series(1, $POOL) g;
+			CREATE TRIGGER stamp BEFORE UPDATE ON jobs_trig FOR EACH ROW
+			  WHEN (NEW.state = 'running' AND OLD.state <> 'running')
+			  EXECUTE FUNCTION suppress_redundant_updates_trigger();
+			CREATE TRIGGER guard BEFORE UPDATE ON jobs_trig FOR EACH ROW
+			  WHEN (OLD.state = 'running' AND NEW.state <> 'running')
+			  EXECUTE FUNCTION suppress_redundant_updates_trigger();
 		SQL
 		Q -c "VACUUM ANALYZE" -c "CHECKPOINT"
 		S=$W/scripts
@@ -137,6 +152,14 @@ if [ "${1:-}" = "--inner" ]; then
 			BEGIN;
 			SELECT set_config('fencing.token', :tok::text, true);
 			UPDATE jobs_plain SET state = 'ready', result = 'done' WHERE id = :n;
+			COMMIT;
+		EOF
+		cat >"$S/claim_trig.sql" <<-'EOF'
+			\set n random(0, :pool / 64 - 1) * 64 + :client_id + 1
+			UPDATE jobs_trig SET state = 'running', tok = :n WHERE id = :n AND state = 'ready' RETURNING tok \gset
+			BEGIN;
+			SELECT set_config('fencing.token', :tok::text, true);
+			UPDATE jobs_trig SET state = 'ready', result = 'done' WHERE id = :n;
 			COMMIT;
 		EOF
 		cat >"$S/sem8.sql" <<-'EOF'
@@ -305,6 +328,21 @@ for fs, c in cells:
         med = lambda i: statistics.median(x[i] for x in v)
         cols.append(f"{med(1):.0f} / {med(2):.0f} / {med(3):.0f} / {med(4):.0f}; {med(0):.0f}")
     p(f"| {fs} | {c} | " + " | ".join(cols) + " |")
+if all(x in contenders for x in ("claim", "claim_plain", "claim_trig")):
+    p("\nThe claim cycle with fencing's triggers (claim) against the same queue without "
+      "triggers (claim_plain; goal >= 0.97) and with two triggers of the same WHEN clauses "
+      "calling PostgreSQL's suppress_redundant_updates_trigger (claim_trig: PostgreSQL's "
+      "trigger machinery alone); and claim_trig against claim_plain. Contender latency / "
+      "the other's, median of the rounds (min-max):\n")
+    p("| fsync | clients | claim vs claim_plain | claim vs claim_trig | claim_trig vs claim_plain |")
+    p("|---|---|---|---|---|")
+    for fs, c in cells:
+        rs = sorted(r for (f2, c2, r) in runs if (f2, c2) == (fs, c))
+        cols = []
+        for num, den in (("claim_plain", "claim"), ("claim_trig", "claim"), ("claim_plain", "claim_trig")):
+            ratios = [runs[(fs, c, r)][num][1] / runs[(fs, c, r)][den][1] for r in rs]
+            cols.append(f"{statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})")
+        p(f"| {fs} | {c} | " + " | ".join(cols) + " |")
 p("\nEvery round: lease-cycle mean latency and each ratio:\n")
 for (fs, c, r), d in sorted(runs.items(), key=lambda x: (x[0][0] != "off", x[0][1], x[0][2])):
     p(f"- fsync {fs}, {c} clients, round {r}: lease {d['lease'][1]:.0f} us; " +
