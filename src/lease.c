@@ -136,15 +136,17 @@ lock_deadline_passed(const LeaseRequest *req)
 }
 
 /*
- * Wait for a transaction that is writing a row of the name the request
- * must judge, until the acquire's deadline (a try-once does not wait):
- * false and res->locked if it has not ended by then.
+ * Wait for what held up the definition of the name (a transaction writing
+ * one of its rows, or the lockers of one), until the acquire's deadline (a
+ * try-once does not wait): false and res->locked if it has not given way
+ * by then.  Called without the name lock.
  */
 static bool
-wait_for_writer(LeaseRequest *req, LeaseResult *res, TransactionId xid)
+wait_for_writer(LeaseRequest *req, LeaseResult *res,
+				const LeaseNameWriter *writer)
 {
 	if (lock_deadline_passed(req) ||
-		!fencing_wait_for_xact(xid, req->lock_deadline))
+		!fencing_wait_for_name_writer(writer, req->lock_deadline))
 	{
 		res->locked = true;
 		return false;
@@ -158,9 +160,9 @@ wait_for_writer(LeaseRequest *req, LeaseResult *res, TransactionId xid)
  * held (lease_table.c).  "again" says the attempt already did so and still
  * found another kind: under REPEATABLE READ and SERIALIZABLE that is the
  * transaction's snapshot, which cannot see the change.  The name lock, and
- * a transaction writing one of the rows right now, are waited for until
- * the acquire's deadline, as a row lock is: false (and res->locked) if
- * they did not give way by then.
+ * a transaction writing one of the free rows right now, are waited for
+ * until the acquire's deadline, as a row lock is: false (and res->locked)
+ * if they did not give way by then.
  */
 static bool
 define_name(LeaseRequest *req, LeaseResult *res, bool again)
@@ -176,19 +178,21 @@ define_name(LeaseRequest *req, LeaseResult *res, bool again)
 				 errhint("The transaction might succeed if retried.")));
 	for (;;)
 	{
-		TransactionId writer;
+		LeaseNameWriter writer;
+		bool		defined;
 
 		if (!fencing_name_lock(nm, len, req->lock_deadline))
 		{
 			res->locked = true;
 			return false;
 		}
-		writer = fencing_define_lease_name(req);
+		defined = fencing_define_lease_name(req, &writer);
 		fencing_name_unlock(nm, len);
-		if (!TransactionIdIsValid(writer))
+		if (defined)
 			return true;
-		if (!wait_for_writer(req, res, writer))
+		if (!wait_for_writer(req, res, &writer))
 			return false;
+		CHECK_FOR_INTERRUPTS();
 	}
 }
 
@@ -196,11 +200,11 @@ define_name(LeaseRequest *req, LeaseResult *res, bool again)
  * Create the row of the request's slot, of the request's kind, under the
  * name lock and after making the name's other rows that kind (LF021 if one
  * of another kind is held).  False when the row exists.  When another
- * transaction is inserting it, or writing a row of another kind, wait for
- * that one to end outside the name lock, as the insert's ON CONFLICT would
- * have, and look again.  Both waits, for the name lock and for the other
- * transaction, end at the acquire's deadline (a try-once waits for
- * neither): false and res->locked then.
+ * transaction is inserting it, or writing a free row of another kind,
+ * wait for that one to end outside the name lock, as the insert's ON
+ * CONFLICT would have, and look again.  Both waits, for the name lock and
+ * for the other transaction, end at the acquire's deadline (a try-once
+ * waits for neither): false and res->locked then.
  */
 static bool
 create_row(LeaseRequest *req, LeaseResult *res)
@@ -210,7 +214,7 @@ create_row(LeaseRequest *req, LeaseResult *res)
 
 	for (;;)
 	{
-		TransactionId writer;
+		LeaseNameWriter writer;
 		bool		created;
 
 		if (!fencing_name_lock(nm, len, req->lock_deadline))
@@ -218,16 +222,16 @@ create_row(LeaseRequest *req, LeaseResult *res)
 			res->locked = true;
 			return false;
 		}
-		writer = fencing_define_lease_name(req);
-		if (!TransactionIdIsValid(writer))
+		if (fencing_define_lease_name(req, &writer))
 		{
 			created = fencing_run_lease_statement(LEASE_CREATE, req, res) == 1;
 			fencing_name_unlock(nm, len);
 			return created;
 		}
 		fencing_name_unlock(nm, len);
-		if (!wait_for_writer(req, res, writer))
+		if (!wait_for_writer(req, res, &writer))
 			return false;
+		CHECK_FOR_INTERRUPTS();
 	}
 }
 

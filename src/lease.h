@@ -13,6 +13,7 @@
 #include "token.h"
 
 #include "datatype/timestamp.h"
+#include "storage/itemptr.h"
 
 /*
  * What a name is, stored in each of its rows (column "kind"): a name has
@@ -150,7 +151,22 @@ extern void fencing_survey_lease_slots(const LeaseRequest *req, int32 slots,
 									   LeaseSurvey *survey);
 extern bool fencing_lease_row_busy(const LeaseRequest *req);
 extern TransactionId fencing_lease_row_prepared(text *name, int32 slot);
-extern TransactionId fencing_define_lease_name(const LeaseRequest *req);
+/*
+ * What holds up fencing_define_lease_name: a transaction inserting or
+ * writing a row of the name (xid), or other transactions' locks on a row
+ * (tid, with no xid: a row lock can be shared by several).  Wait for it
+ * (fencing_wait_for_name_writer) and look again.
+ */
+typedef struct LeaseNameWriter
+{
+	TransactionId xid;
+	ItemPointerData tid;
+} LeaseNameWriter;
+
+extern bool fencing_define_lease_name(const LeaseRequest *req,
+									  LeaseNameWriter *writer);
+extern bool fencing_wait_for_name_writer(const LeaseNameWriter *writer,
+										 int64 deadline);
 extern void fencing_refuse_held_kind(const LeaseRequest *req);
 extern bool fencing_read_lease_row(text *name, int32 slot, int64 token,
 								   bool latest, TimestampTz now,

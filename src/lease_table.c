@@ -1249,16 +1249,16 @@ typedef struct KindRewrite
 	TimestampTz now;
 	char		other_kind;
 	int32		other_slots;
-	TransactionId wait_for;		/* out: locked by it, look again after */
+	LeaseNameWriter *writer;	/* out: a row locked by others */
 } KindRewrite;
 
 /*
  * In fencing_wait_within's subtransaction: lock every row, without
- * waiting, and only then rewrite them to the request's kind.  A row
- * another transaction wrote or locked since the scan rolls everything
- * back (false) and names that transaction: no row of the name changes
- * kind unless all of them do, so an acquire that gives up waiting leaves
- * no row of its kind beside one of the other.
+ * waiting, and only then rewrite them to the request's kind.  A row that
+ * other transactions locked or wrote since the scan rolls everything back
+ * (false) and names the row, for the caller to wait for its lockers: no
+ * row of the name changes kind unless all of them do, so an acquire that
+ * gives up waiting leaves no row of its kind beside one of the other.
  */
 static bool
 lock_and_rewrite_kind(void *arg)
@@ -1281,11 +1281,10 @@ lock_and_rewrite_kind(void *arg)
 							  LockTupleNoKeyExclusive, LockWaitSkip, 0, &tmfd);
 		if (tm == TM_Deleted)
 			continue;			/* purged meanwhile: nothing to change */
-		if (tm != TM_Ok && TransactionIdIsValid(tmfd.xmax) &&
-			!TransactionIdIsCurrentTransactionId(tmfd.xmax))
+		if (tm == TM_WouldBlock || tm == TM_Updated)
 		{
-			/* written or locked since the scan: undo, wait, look again */
-			kr->wait_for = tmfd.xmax;
+			/* locked or written since the scan: undo, wait, look again */
+			ItemPointerCopy((ItemPointer) lfirst(lc), &kr->writer->tid);
 			ExecClearTuple(row);
 			UnregisterSnapshot(snapshot);
 			return false;
@@ -1303,7 +1302,7 @@ lock_and_rewrite_kind(void *arg)
 		RowChange	ch = {0};
 		TM_FailureData tmfd;
 
-		/* locked by us above: fetch the version we locked */
+		/* locked by us above: this fetches the version we locked */
 		if (table_tuple_lock(rel, (ItemPointer) lfirst(lc), snapshot, row,
 							 GetCurrentCommandId(true),
 							 LockTupleNoKeyExclusive, LockWaitSkip, 0,
@@ -1334,6 +1333,19 @@ lock_and_rewrite_kind(void *arg)
 	return true;
 }
 
+/* Is this row version the new one of an UPDATE (not a fresh insert)? */
+static bool
+row_is_update(TupleTableSlot *row)
+{
+	bool		should_free;
+	HeapTuple	tuple = ExecFetchSlotHeapTuple(row, false, &should_free);
+	bool		updated = (tuple->t_data->t_infomask & HEAP_UPDATED) != 0;
+
+	if (should_free)
+		heap_freetuple(tuple);
+	return updated;
+}
+
 /*
  * Make every row of the request's name of the kind and slot count the
  * request takes it as, before an acquire creates a row of the name, and
@@ -1344,25 +1356,25 @@ lock_and_rewrite_kind(void *arg)
  *
  * Every row of the name is looked at as a dirty snapshot sees it, that is
  * with what other transactions are writing right now.  A row of another
- * kind refuses the request (LF021) when it is held or in its lock delay.
- * A row of another kind that another transaction is writing or locking
- * cannot be judged yet: that transaction may be making it our kind (an
- * acquire converting a free name), or releasing it, or rolling back; so
- * nothing is changed and the caller waits for it to end and looks again,
- * as a row lock would make it wait.  Otherwise every such row is free:
- * all are locked, without waiting, and then rewritten, in a subtransaction
- * that is undone if one of them cannot be locked (then the caller waits
- * for its locker and looks again).  A concurrent acquire of one of them
- * either locked it first (then we wait for it too) or waits for our lock
- * and judges the rewritten row.  So the rows of a name never have two
- * kinds, and no held slot coexists with a row of another kind.
+ * kind refuses the request (LF021) when its committed version is held or
+ * in its lock delay, whatever another transaction is doing to it.  A row
+ * of another kind that cannot be judged yet, because another transaction
+ * is inserting it, or writing or locking its free committed version (it
+ * may be converting the name to the request's own kind, or taking it, or
+ * rolling back), changes nothing: false, and *writer says what to wait
+ * for before looking again, as a row lock would make the caller wait.
+ * Otherwise every such row is free: all are locked, without waiting, and
+ * then rewritten, in a subtransaction that is undone if one of them
+ * cannot be locked.  A concurrent acquire of one of them either locked it
+ * first (then we wait for it too) or waits for our lock and judges the
+ * rewritten row.  So the rows of a name never have two kinds, and no held
+ * slot coexists with a row of another kind.
  *
- * Returns the transaction to wait for before looking again, if another
- * one is inserting the request's slot or writing or locking a row of
- * another kind right now; else InvalidTransactionId.
+ * Also false, with the inserter in *writer, when another transaction is
+ * inserting the request's own slot.  True when nothing held it up.
  */
-TransactionId
-fencing_define_lease_name(const LeaseRequest *req)
+bool
+fencing_define_lease_name(const LeaseRequest *req, LeaseNameWriter *writer)
 {
 	FencingOwnerScope scope;
 	Relation	rel;
@@ -1371,6 +1383,9 @@ fencing_define_lease_name(const LeaseRequest *req)
 	SnapshotData dirty;
 	IndexScanDesc scan;
 	KindRewrite kr = {0};
+
+	writer->xid = InvalidTransactionId;
+	ItemPointerSetInvalid(&writer->tid);
 
 	fencing_become_owner(&scope);
 	rel = open_leases(RowExclusiveLock);
@@ -1381,35 +1396,42 @@ fencing_define_lease_name(const LeaseRequest *req)
 	kr.req = req;
 	kr.rel = rel;
 	kr.row = row;
-	kr.wait_for = InvalidTransactionId;
+	kr.writer = writer;
 	CommandCounterIncrement();
 	InitDirtySnapshot(dirty);
 	kr.now = GetCurrentTimestamp();
 	scan = begin_name_scan(rel, key, &dirty, req->name, -1);
 	while (index_getnext_slot(scan, ForwardScanDirection, row))
 	{
-		bool		busy = TransactionIdIsValid(dirty.xmin) ||
-			TransactionIdIsValid(dirty.xmax);
-
 		slot_getallattrs(row);
 		if (same_kind(row, req))
 		{
 			if (TransactionIdIsValid(dirty.xmin) &&
 				DatumGetInt32(COL(row, COL_SLOT)) == req->slot)
-				kr.wait_for = dirty.xmin;
+				writer->xid = dirty.xmin;
 			continue;
 		}
 		kr.other_kind = DatumGetChar(COL(row, COL_KIND));
 		kr.other_slots = DatumGetInt32(COL(row, COL_SLOTS));
-		if (busy)
+		if (TransactionIdIsValid(dirty.xmin))
 		{
-			kr.wait_for = TransactionIdIsValid(dirty.xmin) ? dirty.xmin :
-				dirty.xmax;
-			kr.tids = NIL;
-			break;
+			/*
+			 * Not committed: a new version, judged by the committed one,
+			 * which the scan also returns; or a fresh insert, which cannot
+			 * be judged until its transaction ends.
+			 */
+			if (!row_is_update(row))
+				writer->xid = dirty.xmin;
+			continue;
 		}
 		if (!free_now(row, kr.now))
 			refuse_kind(req, kr.other_kind, kr.other_slots, false);
+		if (TransactionIdIsValid(dirty.xmax))
+		{
+			/* free, and being written: taken, released or converted */
+			writer->xid = dirty.xmax;
+			continue;
+		}
 		/* a snapshot that cannot see the row cannot judge it */
 		if (IsolationUsesXactSnapshot() &&
 			!table_tuple_satisfies_snapshot(rel, row, GetTransactionSnapshot()))
@@ -1424,7 +1446,8 @@ fencing_define_lease_name(const LeaseRequest *req)
 	index_endscan(scan);
 	ExecClearTuple(row);
 
-	if (kr.tids != NIL &&
+	/* every row is judged first: a held one refuses, even beside a busy one */
+	if (!TransactionIdIsValid(writer->xid) && kr.tids != NIL &&
 		fencing_wait_within(lock_and_rewrite_kind, &kr,
 							FENCING_DEADLINE_NONE) == FENCING_WAIT_KEPT)
 		CommandCounterIncrement();
@@ -1433,7 +1456,66 @@ fencing_define_lease_name(const LeaseRequest *req)
 	index_close(key, NoLock);
 	table_close(rel, NoLock);
 	fencing_restore_user(&scope);
-	return kr.wait_for;
+	return !TransactionIdIsValid(writer->xid) &&
+		!ItemPointerIsValid(&writer->tid);
+}
+
+/* the row whose lockers fencing_wait_for_name_writer waits for */
+typedef struct RowLockers
+{
+	Relation	rel;
+	TupleTableSlot *row;
+	ItemPointerData tid;
+} RowLockers;
+
+/*
+ * In fencing_wait_within's subtransaction: wait until the row can be
+ * locked, as an UPDATE would, then let go of it (false: rolled back).
+ * PostgreSQL waits for every locker, one or a MultiXact of several.
+ */
+static bool
+wait_for_row_lockers(void *arg)
+{
+	RowLockers *w = (RowLockers *) arg;
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	TM_FailureData tmfd;
+
+	(void) table_tuple_lock(w->rel, &w->tid, snapshot, w->row,
+							GetCurrentCommandId(true),
+							LockTupleNoKeyExclusive, LockWaitBlock, 0, &tmfd);
+	ExecClearTuple(w->row);
+	UnregisterSnapshot(snapshot);
+	return false;
+}
+
+/*
+ * Wait, until the deadline, for what held up fencing_define_lease_name:
+ * the transaction writing a row of the name, or the lockers of a row.
+ * True if it gave way (look again), false if the deadline came first.
+ * Call it without the name lock: the writer may need it.
+ */
+bool
+fencing_wait_for_name_writer(const LeaseNameWriter *writer, int64 deadline)
+{
+	FencingOwnerScope scope;
+	RowLockers	w;
+	FencingWaitOutcome outcome;
+
+	if (TransactionIdIsValid(writer->xid))
+		return fencing_wait_for_xact(writer->xid, deadline);
+	if (deadline != FENCING_DEADLINE_NONE &&
+		deadline <= fencing_monotonic_usecs())
+		return false;
+
+	fencing_become_owner(&scope);
+	w.rel = open_leases(RowShareLock);
+	w.row = table_slot_create(w.rel, NULL);
+	ItemPointerCopy(&writer->tid, &w.tid);
+	outcome = fencing_wait_within(wait_for_row_lockers, &w, deadline);
+	ExecDropSingleTupleTableSlot(w.row);
+	table_close(w.rel, NoLock);
+	fencing_restore_user(&scope);
+	return outcome != FENCING_WAIT_TIMED_OUT;
 }
 
 /*
