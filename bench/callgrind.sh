@@ -10,9 +10,8 @@
 # one cycle, without the session's start and end.  Per function likewise:
 # inclusive and self Ir per cycle from callgrind_annotate of both.
 #
-# fencing.max_clock_lag is 1 s, its largest value: at valgrind's speed the
-# clock floor's raises (token.c) would come every few cycles at the
-# default, depending on the load; at 1 s one comes per second of real time.
+# fencing.max_clock_lag is 1 hour: at valgrind's speed the clock floor's
+# raises (token.c) would come every few cycles, depending on the load.
 #
 # Contenders (names out of POOL, autovacuum off, one client):
 #   lease   lease_acquire + lease_release, as bench/floor.sh
@@ -68,11 +67,10 @@ if [ "${1:-}" = "--inner" ]; then
 			log_connections = on
 			log_line_prefix = '[%p] '
 			# under valgrind a cycle takes milliseconds, and the token
-			# counter would lag the clock by 100 ms every few cycles: the
-			# largest lag (1 s) keeps raises to one per second of real
-			# time, one per hundreds of cycles here (the floor cannot be
-			# switched off)
-			fencing.max_clock_lag = '1s'
+			# counter would lag the clock by 10 ms every few cycles: no
+			# raise to the clock here (at full speed, one per 10 ms of real
+			# time is one per hundreds of cycles)
+			fencing.max_clock_lag = '1h'
 		EOF
 		pg_ctl -D "$D" -l "$W/server.log" -w -t 120 start >/dev/null
 		Q -f "$W/plain_lease.sql"

@@ -37,7 +37,7 @@
 #   ROUNDS=2 DUR=5 sudo bench/floor.sh           # quick
 #   REF=c377ece sudo bench/floor.sh              # the extension of a commit
 #   CONTENDERS="lease plain floor rtt sem8" sudo bench/floor.sh
-#   CONF="fencing.max_clock_lag = '1s'" TAG=lag1s sudo bench/floor.sh
+#   CONF="fencing.max_clock_lag = '1h'" TAG=lag1h sudo bench/floor.sh
 #                                                # extra postgresql.conf lines
 #
 # Builds this tree (or REF) into a private relocated copy of the server

@@ -45,18 +45,17 @@
  *
  * 3. The clock floor (clock mode).  Between band entries the counter never
  *	  lags the wall clock plus the band's offset by more than
- *	  fencing.max_clock_lag (100 ms, 1 s at most): a draw further behind
- *	  raises the counter to the clock plus the offset first
- *	  (raise_to_clock), at most once per max_clock_lag of real time.  So a
- *	  primary that was frozen while a standby was promoted and issued
- *	  tokens, and whose history then went on instead of the standby's (a
- *	  paused VM, an HA manager that hands the role back), issues above the
- *	  standby's tokens without a promotion of its own: the standby's band
- *	  has at least the primary's offset, so its tokens are at most the
- *	  clock plus that offset when they are drawn.  A raise is not a band
- *	  entry: tokens issued before it stay valid.  A token above the counter
- *	  was issued by no token source of this history, and is refused like
- *	  one from before the band.
+ *	  fencing.max_clock_lag (100 ms): a draw further behind raises the
+ *	  counter to the clock plus the offset first (raise_to_clock), at most
+ *	  once per max_clock_lag of real time.  So a primary that was frozen
+ *	  while a standby was promoted and issued tokens, and whose history then
+ *	  went on instead of the standby's (a paused VM, an HA manager that
+ *	  hands the role back), issues above the standby's tokens without a
+ *	  promotion of its own: the standby's band has at least the primary's
+ *	  offset, so its tokens are at most the clock plus that offset when
+ *	  they are drawn.  A raise is not a band entry: tokens issued before it
+ *	  stay valid.  A token above the counter was issued by no token source
+ *	  of this history, and is refused like one from before the band.
  *
  *	  With fencing.epoch_file set, the floor comes from an epoch the HA
  *	  manager writes from its consensus store before promoting, and no clock
@@ -223,13 +222,6 @@ static void (*band_entered_callback) (void) = NULL;
  */
 #define CLOCK_LAG_USECS		((int64) max_clock_lag_ms * 1000)
 
-/*
- * A promotion takes seconds: with a lag of at most a second the primary
- * that resumes after one is still raised above the promoted member's
- * tokens.  More would in effect switch the floor off.
- */
-#define MAX_CLOCK_LAG_MS	1000
-
 /* what classify() finds: the band is current, or why one is entered */
 typedef enum BandEntry
 {
@@ -305,7 +297,7 @@ fencing_token_init(void)
 							&max_clock_lag_ms,
 							100,
 							1,
-							MAX_CLOCK_LAG_MS,
+							INT_MAX,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);

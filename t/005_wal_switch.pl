@@ -22,7 +22,7 @@ use Test::More;
 my $node = PostgreSQL::Test::Cluster->new('walswitch');
 $node->init;
 $node->append_conf('postgresql.conf',
-	"fencing.max_clock_lag = '1s'\n");    # tokens counted one by one
+	"fencing.max_clock_lag = '1h'\n");    # tokens counted one by one
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION fencing');
 my $first = $node->safe_psql('postgres', 'SELECT fencing.next_token()');

@@ -17,7 +17,7 @@ use Time::HiRes qw(time);
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
 $primary->append_conf('postgresql.conf',
-	"fencing.max_clock_lag = '1s'\n");    # tokens counted one by one
+	"fencing.max_clock_lag = '1h'\n");    # tokens counted one by one
 $primary->start;
 $primary->safe_psql('postgres', 'CREATE EXTENSION fencing');
 
