@@ -38,6 +38,26 @@ SELECT base BETWEEN :c0 + :off1 AND :c1 + :off1 AS starts_at_clock_plus_offset,
 SELECT base AS base2 FROM pg_temp.band() \gset
 SELECT fencing.next_token() = :base2 AS first_token_starts_the_band;
 
+-- idle for longer than max_clock_lag (its minimum, 1 ms, for this part
+-- only): the counter lags the clock plus the offset, and the next token
+-- is raised to it, not to the clock alone (no band entry: the band and
+-- its offset stay)
+ALTER SYSTEM SET fencing.max_clock_lag = '1ms';
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.2);
+SHOW fencing.max_clock_lag;
+SELECT pg_temp.usecs() AS c0 \gset
+SELECT fencing.next_token() AS t \gset
+SELECT pg_temp.usecs() AS c1 \gset
+SELECT :t - 1 BETWEEN :c0 + :off1 AND :c1 + :off1 AS raised_to_clock_plus_offset,
+	   base = :base2 AS same_band,
+	   band_offset = :off1 AS offset_kept
+  FROM pg_temp.band();
+ALTER SYSTEM RESET fencing.max_clock_lag;
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.2);
+SHOW fencing.max_clock_lag;
+
 -- a floor that arrives with lease rows (a node whose clock runs ahead by
 -- more than the offset): the next token enters a band at it, and the
 -- offset grows to the new start above the clock
