@@ -9,9 +9,9 @@ CREATE SCHEMA fencing;
 
 -- The token counter and the state that places it in a band (see
 -- src/token.c).  All non-transactional on purpose.  The counter, the band's
--- first token, its origin and its epoch and timeline are dumped by pg_dump,
--- so a restore continues above them (in epoch mode: only in a greater
--- epoch); the witness is not.
+-- first token, its origin, its epoch and timeline and its offset above the
+-- clock are dumped by pg_dump, so a restore continues above them (in epoch
+-- mode: only in a greater epoch); the witness is not.
 CREATE SEQUENCE fencing.token_seq AS bigint
 	MINVALUE 1 NO CYCLE CACHE 1;
 CREATE SEQUENCE fencing.token_base AS bigint
@@ -20,6 +20,10 @@ CREATE SEQUENCE fencing.token_origin AS bigint
 	MINVALUE -9223372036854775808 MAXVALUE 9223372036854775807 START 0
 	NO CYCLE CACHE 1;
 CREATE SEQUENCE fencing.token_band AS bigint
+	MINVALUE 0 NO CYCLE CACHE 1;
+-- How far the band's first token is above the wall clock that its entry
+-- read, in microseconds (clock mode; 0 in epoch mode or before any band).
+CREATE SEQUENCE fencing.token_band_offset AS bigint
 	MINVALUE 0 NO CYCLE CACHE 1;
 -- The LSN of token_origin's page as the token source last wrote it.  Not
 -- dumped, so a restored dump never matches the database it lands in.
@@ -85,9 +89,11 @@ SELECT pg_catalog.pg_extension_config_dump('fencing.token_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('fencing.token_base', '');
 SELECT pg_catalog.pg_extension_config_dump('fencing.token_origin', '');
 SELECT pg_catalog.pg_extension_config_dump('fencing.token_band', '');
+SELECT pg_catalog.pg_extension_config_dump('fencing.token_band_offset', '');
 
 REVOKE ALL ON fencing.leases, fencing.token_seq, fencing.token_base,
-	fencing.token_origin, fencing.token_band, fencing.token_witness
+	fencing.token_origin, fencing.token_band, fencing.token_band_offset,
+	fencing.token_witness
 	FROM PUBLIC;
 
 CREATE FUNCTION fencing._bind_token_origin()

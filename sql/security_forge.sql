@@ -54,6 +54,9 @@ SELECT q, r.* FROM (VALUES
 	($$SELECT setval('fencing.token_band', 0)$$),
 	($$SELECT nextval('fencing.token_band')$$),
 	($$ALTER SEQUENCE fencing.token_band RESTART$$),
+	($$SELECT setval('fencing.token_band_offset', 0)$$),
+	($$SELECT nextval('fencing.token_band_offset')$$),
+	($$ALTER SEQUENCE fencing.token_band_offset RESTART$$),
 	($$SELECT setval('fencing.token_witness', 1)$$),
 	($$SELECT nextval('fencing.token_witness')$$),
 	($$ALTER SEQUENCE fencing.token_witness RESTART$$)

@@ -44,7 +44,8 @@ fencing_relcache_callback(Datum arg, Oid relid)
 		relid == catalog.token_base_oid ||
 		relid == catalog.token_origin_oid ||
 		relid == catalog.token_band_oid ||
-		relid == catalog.token_witness_oid)
+		relid == catalog.token_witness_oid ||
+		relid == catalog.token_offset_oid)
 		catalog_valid = false;
 }
 
@@ -82,6 +83,7 @@ fencing_catalog(void)
 	catalog.token_origin_oid = lookup_member("token_origin", catalog.namespace_oid);
 	catalog.token_band_oid = lookup_member("token_band", catalog.namespace_oid);
 	catalog.token_witness_oid = lookup_member("token_witness", catalog.namespace_oid);
+	catalog.token_offset_oid = lookup_member("token_band_offset", catalog.namespace_oid);
 
 	rel = relation_open(catalog.leases_oid, AccessShareLock);
 	catalog.owner_oid = rel->rd_rel->relowner;

@@ -76,6 +76,8 @@ typedef struct FencingCatalog
 	Oid			token_origin_oid;	/* fencing.token_origin: who entered it */
 	Oid			token_band_oid; /* fencing.token_band: epoch and timeline */
 	Oid			token_witness_oid;	/* fencing.token_witness: not dumped */
+	Oid			token_offset_oid;	/* fencing.token_band_offset: above the
+									 * clock */
 	Oid			owner_oid;		/* owner of fencing.leases */
 	uint64		generation;
 } FencingCatalog;

@@ -17,34 +17,45 @@
  *	  token is
  *
  *		  max(counter + 1, wall clock at band entry in microseconds since
- *			  the Unix epoch, any floor handed in)
+ *			  the Unix epoch + the current band's offset, any floor + 1)
  *
- *	  an HLC-style floor.  The history may have diverged when the insertion
- *	  timeline changed (a promotion, point-in-time recovery: the standby may
- *	  have missed the tail of the WAL, and a second standby promoted
- *	  independently gets the *same* timeline ID), when the state was
- *	  restored or copied from elsewhere, when lease rows arrived by logical
- *	  replication or a restore (fencing_token_history_arrived), on the first
- *	  token of a fresh installation, on fencing.advance_tokens(), and when
+ *	  an HLC-style floor.  A band's offset is how far its start is above
+ *	  the clock reading its entry used: 0 unless the counter or a floor was
+ *	  ahead of the clock (fencing.advance_tokens() with a floor in the
+ *	  future, lease rows from a node whose clock runs ahead).  A clock-mode
+ *	  entry keeps at least the offset it leaves, so under the rate
+ *	  assumption below every token of a band is at most the clock plus its
+ *	  offset, also while the counter is ahead of the clock: a band entered
+ *	  after it on another branch of the history (a promoted standby that
+ *	  has the band, but not the tokens drawn after it) starts above them.
+ *	  The history may have diverged when the insertion timeline changed (a
+ *	  promotion, point-in-time recovery: the standby may have missed the
+ *	  tail of the WAL, and a second standby promoted independently gets the
+ *	  *same* timeline ID), when the state was restored or copied from
+ *	  elsewhere, when lease rows arrived by logical replication or a
+ *	  restore (fencing_token_history_arrived), on the first token of a
+ *	  fresh installation, on fencing.advance_tokens(), and when
  *	  fencing.epoch_file is set or emptied (the mode follows the setting at
- *	  once: a band of the other mode is not current).  Two
- *	  nodes that never talked still issue disjoint tokens as long as node
+ *	  once: a band of the other mode is not current).  Two nodes that never
+ *	  talked still issue disjoint tokens as long as node
  *	  clocks agree to better than the time between two promotions and a node
  *	  issues fewer than one token per microsecond on average since its band
  *	  entry: the earlier band's tokens then stay below the later band's
  *	  start.  Tokens stay below 2^53 (exact in JSON) until the year 2255.
  *
  * 3. The clock floor (clock mode).  Between band entries the counter never
- *	  lags the wall clock by more than fencing.max_clock_lag (100 ms): a draw
- *	  further behind raises the counter to the clock first (raise_to_clock),
- *	  at most once per max_clock_lag of real time.  So a primary that was
- *	  frozen while a standby was promoted and issued tokens, and whose
- *	  history then went on instead of the standby's (a paused VM, an HA
- *	  manager that hands the role back), issues above the standby's tokens
- *	  without a promotion of its own.  A raise is not a band entry: tokens
- *	  issued before it stay valid.  A token above the counter was issued by
- *	  no token source of this history, and is refused like one from before
- *	  the band.
+ *	  lags the wall clock plus the band's offset by more than
+ *	  fencing.max_clock_lag (100 ms): a draw further behind raises the
+ *	  counter to the clock plus the offset first (raise_to_clock), at most
+ *	  once per max_clock_lag of real time.  So a primary that was frozen
+ *	  while a standby was promoted and issued tokens, and whose history then
+ *	  went on instead of the standby's (a paused VM, an HA manager that
+ *	  hands the role back), issues above the standby's tokens without a
+ *	  promotion of its own: the standby's band has at least the primary's
+ *	  offset, so its tokens are at most the clock plus that offset when
+ *	  they are drawn.  A raise is not a band entry: tokens issued before it
+ *	  stay valid.  A token above the counter was issued by no token source
+ *	  of this history, and is refused like one from before the band.
  *
  *	  With fencing.epoch_file set, the floor comes from an epoch the HA
  *	  manager writes from its consensus store before promoting, and no clock
@@ -70,6 +81,9 @@
  *								way), and RESTORED, the entry under way
  *								follows a restore or a first install
  *								(dumped)
+ *	F  fencing.token_band_offset	B minus the wall clock the entry read
+ *								(clock mode; 0 in epoch mode or before any
+ *								band) (dumped)
  *	W  fencing.token_witness	the LSN of O's page as we last wrote it
  *								(not dumped)
  *
@@ -89,9 +103,10 @@
  * reads, so setval() never moves the counter below a token someone was
  * given.  The records, in order:
  *
- *	band entry		N|PENDING[|RESTORED], O and W (only if not ours), C (if
- *					below the start), B, N = the new band (flags clear);
- *					WAL flushed before a token of the band is returned
+ *	band entry		N|PENDING[|RESTORED], O and W (only if not ours), F,
+ *					C (if below the start), B, N = the new band (flags
+ *					clear); WAL flushed before a token of the band is
+ *					returned
  *	raise			N (unchanged), C
  *	history arrived	N|PENDING, C; WAL flushed
  *
@@ -123,7 +138,11 @@
  *	  ours stays ours at every prefix, so it keeps refusing tokens from
  *	  before its band (a promoted standby: all of them); one that was not
  *	  is still judged a restore (REPLACED, or TIMELINE on a new timeline,
- *	  which refuses more).
+ *	  which refuses more).  F comes before B: a prefix holds the old band's
+ *	  offset or the new one, which is no smaller, so the repeated entry
+ *	  starts above whatever the interrupted band issued elsewhere.  (The
+ *	  clock reading itself, stored instead, would pair the new reading with
+ *	  the old B and understate the offset.)
  *	- history arrived: ARRIVED, or the stronger entry the state was due.
  *
  * Why that is safe: no token of a band is returned before its last record
@@ -162,6 +181,7 @@
 #include "commands/extension.h"
 #include "commands/sequence.h"
 #include "common/hashfn.h"
+#include "common/int.h"
 #include "datatype/timestamp.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
@@ -220,6 +240,7 @@ typedef struct TokenState
 	int64		origin;
 	int64		band;
 	int64		witness;
+	int64		offset;			/* the band's start above its entry's clock */
 	XLogRecPtr	origin_lsn;		/* LSN of token_origin's page */
 	XLogRecPtr	band_lsn;		/* LSN of token_band's page: the mark */
 } TokenState;
@@ -237,6 +258,7 @@ static struct
 	int64		start;			/* an issuer refuses tokens below */
 	int64		end;			/* tokens stay below */
 	bool		clock_band;		/* the band follows the wall clock */
+	int64		offset;			/* the counter follows clock + offset */
 	int64		counter_seen;	/* the counter was at least this */
 }			verified;
 
@@ -436,6 +458,7 @@ read_token_state(const FencingCatalog *cat, TokenState *st)
 	st->origin = sequence_value(cat->token_origin_oid);
 	st->band = sequence_value(cat->token_band_oid);
 	st->witness = sequence_value(cat->token_witness_oid);
+	st->offset = sequence_value(cat->token_offset_oid);
 	st->origin_lsn = sequence_lsn(cat->token_origin_oid);
 	st->band_lsn = sequence_lsn(cat->token_band_oid);
 }
@@ -485,6 +508,22 @@ unix_clock_usecs(void)
 {
 	return (int64) GetCurrentTimestamp() +
 		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+}
+
+/*
+ * The clock a band follows: the wall clock plus the band's offset.  Past
+ * the bigint range it is the range's end: the token space is exhausted.
+ */
+static int64
+band_clock(int64 clock, int64 offset)
+{
+	int64		result;
+
+	if (offset <= 0)
+		return clock;
+	if (pg_add_s64_overflow(clock, offset, &result))
+		return PG_INT64_MAX;
+	return result;
 }
 
 /* one decimal integer from 1 to MAX_EPOCH, a newline optional */
@@ -707,6 +746,7 @@ remember_band(TimeLineID tli, const TokenState *st, bool issuer,
 	verified.start = start;
 	verified.end = PG_INT64_MAX;
 	verified.clock_band = (epoch == 0);
+	verified.offset = (epoch == 0) ? Max(st->offset, 0) : 0;
 	verified.counter_seen = 0;
 	if (epoch > 0)
 		verified.end = (epoch + 1) << EPOCH_SHIFT;
@@ -714,11 +754,16 @@ remember_band(TimeLineID tli, const TokenState *st, bool issuer,
 
 /*
  * Where the new band starts, and its epoch (0: clock mode).  "floor" is a
- * value every token of the band must exceed.
+ * value every token of the band must exceed.  In clock mode "*clock_out"
+ * is the clock reading the start was computed from (0 in epoch mode).
+ *
+ * Clock mode starts at the clock plus the current band's offset: under the
+ * rate assumption the current band's tokens, replicated or not, are at
+ * most that, also while its counter is ahead of the clock.
  */
 static int64
 band_floor(const TokenState *st, BandEntry entry, TimeLineID tli,
-		   int64 floor, int64 *epoch_out)
+		   int64 floor, int64 *epoch_out, int64 *clock_out)
 {
 	int64		start = Max(st->counter, floor);
 
@@ -726,10 +771,14 @@ band_floor(const TokenState *st, BandEntry entry, TimeLineID tli,
 		token_space_exhausted(0);
 	start++;
 
+	*clock_out = 0;
 	if (!epoch_mode())
 	{
+		int64		clock = unix_clock_usecs();
+
 		*epoch_out = 0;
-		return Max(start, unix_clock_usecs());
+		*clock_out = clock;
+		return Max(start, band_clock(clock, st->offset));
 	}
 	else
 	{
@@ -806,6 +855,8 @@ verify_band(const FencingCatalog *cat, TimeLineID tli, int64 floor,
 	bool		went_back;
 	int64		start;
 	int64		epoch;
+	int64		clock;
+	int64		offset;
 	int64		counter;
 
 	if (!force)
@@ -837,7 +888,7 @@ verify_band(const FencingCatalog *cat, TimeLineID tli, int64 floor,
 	went_back = history_went_back(&st, entry);
 
 	/* refuses (a missing or stale epoch) before anything changes */
-	start = band_floor(&st, entry, tli, floor, &epoch);
+	start = band_floor(&st, entry, tli, floor, &epoch, &clock);
 	if (epoch > 0)
 		record_epoch_floor(epoch);
 
@@ -857,6 +908,14 @@ verify_band(const FencingCatalog *cat, TimeLineID tli, int64 floor,
 		if (epoch > 0 && start >= (epoch + 1) << EPOCH_SHIFT)
 			token_space_exhausted(epoch);
 	}
+
+	/*
+	 * The new band's offset, before its start: a prefix that ends between
+	 * the two repeats the entry with an offset no smaller than this one,
+	 * so above whatever the interrupted band issued on another branch.
+	 */
+	offset = (clock > 0) ? start - clock : 0;
+	set_sequence(cat->token_offset_oid, offset);
 	if (start - 1 > counter)
 		set_sequence(cat->token_seq_oid, start - 1);
 	set_sequence(cat->token_base_oid, start);
@@ -883,11 +942,11 @@ verify_band(const FencingCatalog *cat, TimeLineID tli, int64 floor,
 }
 
 /*
- * Clock mode: raise the counter to the wall clock, when it lags it by more
- * than fencing.max_clock_lag.  Without it a primary that was frozen (a
- * paused VM) while a standby was promoted and issued tokens, and whose
- * history then went on instead of the standby's, would continue below
- * those tokens.
+ * Clock mode: raise the counter to the wall clock plus the band's offset,
+ * when it lags that by more than fencing.max_clock_lag.  Without it a
+ * primary that was frozen (a paused VM) while a standby was promoted and
+ * issued tokens, and whose history then went on instead of the standby's,
+ * would continue below those tokens.
  *
  * Not a band entry: tokens issued before stay valid, since an idle
  * database lags the clock just as a frozen one does.  It marks token_band
@@ -905,7 +964,7 @@ raise_to_clock(const FencingCatalog *cat)
 	/* no other entry or raise since our band was verified */
 	if (sequence_lsn(cat->token_band_oid) == verified.band_lsn)
 	{
-		clock = unix_clock_usecs();
+		clock = band_clock(unix_clock_usecs(), verified.offset);
 		if (read_counter(cat) < clock - CLOCK_LAG_USECS)
 		{
 			set_sequence(cat->token_band_oid,
@@ -1008,7 +1067,8 @@ fencing_issue_token(void)
 			continue;
 		}
 		if (verified.clock_band &&
-			token < unix_clock_usecs() - CLOCK_LAG_USECS)
+			token < band_clock(unix_clock_usecs(), verified.offset) -
+			CLOCK_LAG_USECS)
 		{
 			/* behind the clock (idle, or frozen): raise, draw again */
 			raise_to_clock(cat);
@@ -1199,6 +1259,7 @@ fencing_bind_token_origin(PG_FUNCTION_ARGS)
 	set_sequence(cat->token_base_oid, 0);
 	set_sequence(cat->token_origin_oid, 0);
 	set_sequence(cat->token_band_oid, 0);
+	set_sequence(cat->token_offset_oid, 0);
 	fencing_restore_user(&scope);
 	forget_token_band();
 	PG_RETURN_VOID();

@@ -240,4 +240,62 @@ diag sprintf('resumed primary: %d tokens (P %d, S %d), %d below an acknowledged 
 	scalar(grep { $_->{outcome} =~ /^refused/ } @hist));
 
 $p->stop;
+
+# ---- The counter ahead of the clock (advance_tokens with a floor 10 min
+# ahead; lease rows from a node whose clock runs ahead do the same).  P's
+# band starts 600 s above its clock, so its counter never lags the clock
+# and no raise of the clock floor comes.  S replicates P's band and a few
+# tokens, then stops receiving; P issues more tokens that S never sees
+# (more than a sequence logs ahead), and freezes.  S is promoted and
+# issues tokens; S is stopped, P resumes.  S's band must start above every
+# token P issued, replicated or not, and P's tokens after the resume must
+# exceed S's: the band's offset above the clock is carried into S's band
+# entry and into P's clock floor.
+my $p2 = PostgreSQL::Test::Cluster->new('p2');
+$p2->init(allows_streaming => 1);
+$p2->start;
+$p2->safe_psql('postgres', 'CREATE EXTENSION fencing');
+$p2->backup('b2');
+my $s2 = PostgreSQL::Test::Cluster->new('s2');
+$s2->init_from_backup($p2, 'b2', has_streaming => 1);
+$s2->start;
+
+sub draw
+{
+	my ($node, $k) = @_;
+	return split /\n/,
+	  $node->safe_psql('postgres',
+		"SELECT fencing.next_token() FROM generate_series(1, $k)");
+}
+
+$p2->safe_psql('postgres', q{
+SELECT fencing.advance_tokens(
+	(extract(epoch FROM clock_timestamp()) * 1e6)::bigint + 600000000)});
+my @p2_before = draw($p2, 5);
+$p2->wait_for_catchup($s2);
+$s2->stop;
+push @p2_before, draw($p2, 100);    # S never sees these
+signal_cluster($p2, 'STOP');
+$s2->start;
+$s2->promote;
+$s2->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
+  or die 'S did not finish its promotion';
+my @s2_tokens = draw($s2, 200);
+$s2->stop('immediate');
+signal_cluster($p2, 'CONT');
+my @p2_after = draw($p2, 50);
+my $s2_max = (sort { $b <=> $a } @s2_tokens)[0];
+my $p2_min = (sort { $a <=> $b } @p2_after)[0];
+diag "ahead of the clock: P before the freeze $p2_before[0] .. $p2_before[-1], "
+  . "S $s2_tokens[0] .. $s2_max, P after the resume $p2_min .. $p2_after[-1]";
+ok($s2_tokens[0] > $p2_before[-1],
+	"counter ahead of the clock: S's band starts above every token P issued ($s2_tokens[0] > $p2_before[-1])");
+ok($p2_min > $s2_max,
+	"counter ahead of the clock: P's tokens after the resume exceed every token of S ($p2_min > $s2_max)");
+my %seen2;
+my @twice = grep { $seen2{$_}++ } @p2_before, @s2_tokens, @p2_after;
+is(scalar(@twice), 0,
+	'counter ahead of the clock: no token issued twice across P and S ('
+	  . scalar(@twice) . ' duplicates)');
+$p2->stop;
 done_testing();

@@ -101,7 +101,7 @@ sub token_records
 	my ($node, $db, $from, $to) = @_;
 	my %relfilenode = map {
 		($node->safe_psql($db, "SELECT pg_relation_filenode('fencing.$_')") => $_)
-	} qw(token_seq token_base token_origin token_band token_witness);
+	} qw(token_seq token_base token_origin token_band token_band_offset token_witness);
 	my ($rc, $dump) = run_cmd(60, 'pg_waldump', '-p', $node->data_dir . '/pg_wal',
 		'-s', $from, '-e', $to);
 	is($rc, 0, "pg_waldump lists the records from $from to $to") or diag($dump);

@@ -85,5 +85,6 @@ INSERT INTO sw_documented VALUES
 -- the token source's band: only advance_tokens() may move it
 CREATE TEMP TABLE sw_band (rel text PRIMARY KEY);
 INSERT INTO sw_band VALUES ('fencing.token_base'), ('fencing.token_origin'),
-	('fencing.token_band'), ('fencing.token_witness');
+	('fencing.token_band'), ('fencing.token_band_offset'),
+	('fencing.token_witness');
 -- ---- end of the sweep's harness ----

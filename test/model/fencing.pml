@@ -57,9 +57,24 @@
  *                   and BROKEN with FAILOVERS=2, where S2 gets S1's
  *                   timeline ID and spin finds a P2 violation.
  *   CLOCK_FLOOR     (CLOCK_BANDS) the clock floor of src/token.c: a token
- *                   drawn while the counter lags the node's clock by more
- *                   than W units raises the counter to the clock first
- *                   (not a band entry).
+ *                   drawn while the counter lags the node's clock plus the
+ *                   band's offset by more than W units raises the counter
+ *                   to the clock plus the offset first (not a band entry).
+ *                   A band's offset is its start above the clock its entry
+ *                   read; an entry starts at no less than the clock plus
+ *                   the offset of the band it leaves.
+ *   ADVANCE         (CLOCK_BANDS, not LOST_TAIL) the primary P may, once,
+ *                   enter a band above a floor A units ahead of its clock
+ *                   (fencing.advance_tokens(), or arrived history from a
+ *                   node whose clock runs ahead): its counter is then
+ *                   ahead of the clock, and no raise of the clock floor
+ *                   comes.  S1 receives the entry; P's tokens after it
+ *                   may be lost with the WAL tail.  Passes.
+ *   NO_OFFSET       (ADVANCE) BROKEN: the rule before the offset: bands
+ *                   and raises follow the clock alone.  A standby promoted
+ *                   after P advanced starts at its copy's counter + 1, and
+ *                   P's tokens after the copy (or after the resume, with
+ *                   RESUME) are the same: spin finds a P2 violation.
  *   RESUME          (CLOCK_BANDS, FAILOVERS=1) the primary P is frozen
  *                   instead of dying: S1 is promoted meanwhile, then S1's
  *                   branch is discarded and P resumes, still primary, with
@@ -93,6 +108,8 @@
  *                   entry's needs FAILOVERS=2 (an entry on S1, copied to
  *                   S2).
  *   W=n             (CLOCK_FLOOR) the lag allowed, in units; W < U.
+ *   A=n             (ADVANCE) how far above P's clock the floor is, in
+ *                   units.
  *   SKEW=n          (CLOCK_BANDS) S2's clock runs n units behind.  Safe
  *                   while n is less than the gap between two band entries
  *                   (one tick, U units) minus the tokens issued in it (R);
@@ -138,6 +155,12 @@
 #ifndef W
 #define W		1	/* CLOCK_FLOOR: the counter may lag the clock by W units */
 #endif
+#ifndef A
+#define A		6	/* ADVANCE: the floor is this far above P's clock */
+#endif
+#if defined(ADVANCE) && (!defined(CLOCK_BANDS) || defined(LOST_TAIL))
+#error "ADVANCE needs CLOCK_BANDS, and is not modeled with LOST_TAIL"
+#endif
 #ifndef MAXGRANTS
 #define MAXGRANTS 3	/* successful acquires in one run, at most 6 */
 #endif
@@ -180,6 +203,10 @@ byte rbase = 1;		/* the counter's floor at the last band entry or raise */
 byte rbase;			/* the counter's floor at the last band entry or raise */
 #endif
 byte rtick;			/* and the tick then */
+byte boff;			/* token_band_offset: the band's start above its entry's clock */
+#ifdef ADVANCE
+bool advanced;		/* P advanced its tokens */
+#endif
 #ifdef LOST_TAIL
 /*
  * The rest of the token state, record by record: token_band's timeline
@@ -206,6 +233,12 @@ byte lentry_tl;			/* the entry's timeline */
 
 /* wall clock of a node, in units, at band entry */
 #define CLK(n)		(U * (clock + 1) - ((n) == 2 -> SKEW : 0))
+/* the clock a band follows: the node's clock plus the band's offset */
+#ifdef NO_OFFSET
+#define BCLK(n)		CLK(n)
+#else
+#define BCLK(n)		(CLK(n) + boff)
+#endif
 #ifdef OLD_MARK
 #define OLD_RAISE
 #define OLD_ENTRY
@@ -224,7 +257,7 @@ byte lentry_tl;			/* the entry's timeline */
 #endif
 #ifdef CLOCK_FLOOR
 /* the next token draws behind the clock by more than W: a raise first */
-#define RAISE		(!ENTRY_DUE && counter + 1 + W < CLK(node))
+#define RAISE		(!ENTRY_DUE && counter + 1 + W < BCLK(node))
 #else
 #define RAISE		false
 #endif
@@ -260,6 +293,7 @@ typedef Copy {
 	byte token;
 	byte expires;
 	byte counter;
+	byte boff;
 	byte tl
 #ifdef LOST_TAIL
 	;
@@ -274,7 +308,7 @@ typedef Copy {
 Copy r[2];			/* r[0]: S1, r[1]: S2 */
 /* the copy's counter matters to a rule that can fall back on it */
 #if FAILOVERS > 1 || defined(CLOCK_BANDS) || defined(TOKEN_ROLLBACK)
-#define COPY_COUNTER(i)	r[i].counter = counter
+#define COPY_COUNTER(i)	r[i].counter = counter; r[i].boff = boff
 #else
 #define COPY_COUNTER(i)	skip
 #endif
@@ -296,6 +330,7 @@ byte fz_bstart;
 byte fz_entry;
 byte fz_rbase;
 byte fz_rtick;
+byte fz_boff;
 bool resumed;
 byte lastissue;		/* ghost: tick of the last token issued */
 #endif
@@ -398,6 +433,32 @@ active proctype clock_ticks()
  * of a standby that missed the WAL tail, or a PITR: the lease row and the
  * counter go back to the standby's copy.
  */
+#if defined(CLOCK_BANDS) && !defined(LOST_TAIL)
+/*
+ * A band entry of src/token.c above "floor": max(counter + 1, floor + 1,
+ * the node's clock plus the offset of the band it leaves); the new band's
+ * offset is its start above the clock
+ */
+inline enter_band_above(floor)
+{
+	bstart = (counter + 1 > BCLK(node) -> counter + 1 : BCLK(node));
+	if
+	:: bstart < (floor) + 1 -> bstart = (floor) + 1
+	:: else
+	fi;
+#ifndef NO_OFFSET
+	boff = bstart - CLK(node);
+#endif
+	if
+	:: counter < bstart - 1 -> counter = bstart - 1
+	:: else
+	fi;
+	entry = clock;
+	rbase = bstart; rtick = clock;
+	printf("MSC: t=%d node %d enters a band at %d, offset %d\n", clock, node, bstart, boff)
+}
+#endif
+
 #ifdef SPLIT_COPY
 /*
  * The first k records of the last raise or band entry, applied to r[i]
@@ -523,12 +584,13 @@ active proctype server()
 			fz.holder = l_holder; fz.token = l_token; fz.expires = l_expires;
 			fz.counter = counter; fz.tl = tl;
 			fz_bstart = bstart; fz_entry = entry;
-			fz_rbase = rbase; fz_rtick = rtick;
+			fz_rbase = rbase; fz_rtick = rtick; fz_boff = boff;
 #endif
 			l_holder = r[failovers].holder; l_token = r[failovers].token;
 			l_expires = r[failovers].expires;
 #if FAILOVERS > 1 || defined(CLOCK_BANDS) || defined(TOKEN_ROLLBACK)
 			counter = r[failovers].counter;
+			boff = r[failovers].boff;
 #endif
 			tl = r[failovers].tl + 1;
 #ifdef LOST_TAIL
@@ -562,7 +624,7 @@ active proctype server()
 			/* the promoted standby's copy is spent */
 			r[node - 1].holder = 0; r[node - 1].token = 0;
 			r[node - 1].expires = 0; r[node - 1].counter = 0;
-			r[node - 1].tl = 0;
+			r[node - 1].boff = 0; r[node - 1].tl = 0;
 			COPY_RESET(node - 1)
 		}
 #ifdef RESUME
@@ -577,11 +639,32 @@ active proctype server()
 			l_holder = fz.holder; l_token = fz.token; l_expires = fz.expires;
 			counter = fz.counter; tl = fz.tl;
 			bstart = fz_bstart; entry = fz_entry;
-			rbase = fz_rbase; rtick = fz_rtick;
+			rbase = fz_rbase; rtick = fz_rtick; boff = fz_boff;
 			node = 0;
 			resumed = true;
 			printf("MSC: t=%d S1 is stopped, P resumes: the lease row is back to token %d, counter %d\n",
 				   clock, l_token, counter)
+		}
+#endif
+#ifdef ADVANCE
+	::
+		/*
+		 * fencing.advance_tokens(F) on P, F A units above its clock (or a
+		 * floor that arrived from a node whose clock runs ahead): a band
+		 * entry at max(counter + 1, F + 1, clock + offset).  S1 replays it
+		 * (the caller waits for that): a standby that never received the
+		 * entry knows no offset, and a clock cannot tell it about tokens
+		 * above the clock (docs/tokens.md).  P's tokens after it may
+		 * reach S1 or not.
+		 */
+		atomic {
+			!advanced && node == 0 && failovers == 0 ->
+			advanced = true;
+			printf("MSC: t=%d node %d advances its tokens above %d; S1 replays it\n",
+				   clock, node, CLK(node) + A);
+			enter_band_above(CLK(node) + A);
+			r[0].holder = l_holder; r[0].token = l_token;
+			r[0].expires = l_expires; COPY_COUNTER(0); r[0].tl = tl
 		}
 #endif
 	:: failovers >= FAILOVERS -> break
@@ -638,24 +721,21 @@ inline enter_band()
 	if
 	:: bstart == 0 ->
 #ifdef CLOCK_BANDS
-		bstart = (counter + 1 > CLK(node) -> counter + 1 : CLK(node));
+		enter_band_above(0)
 #else
 		bstart = (counter + 1 > tl * BANDSZ + 1 -> counter + 1 : tl * BANDSZ + 1);
-#endif
 		if
 		:: counter < bstart - 1 -> counter = bstart - 1
 		:: else
 		fi;
 		entry = clock;
-#ifdef CLOCK_BANDS
-		rbase = bstart; rtick = clock;
-#endif
 		printf("MSC: t=%d node %d enters a band at %d\n", clock, node, bstart)
+#endif
 #ifdef CLOCK_FLOOR
 	:: RAISE ->
-		/* the clock floor: the next token is the node's clock */
-		counter = CLK(node) - 1;
-		rbase = CLK(node); rtick = clock;
+		/* the clock floor: the next token is the node's clock plus the offset */
+		counter = BCLK(node) - 1;
+		rbase = BCLK(node); rtick = clock;
 		printf("MSC: t=%d node %d raises its counter to the clock: next token %d\n",
 			   clock, node, rbase)
 #endif
