@@ -409,9 +409,15 @@ take_own(LeaseRequest *req, int32 slots, LeaseResult *res)
 	else
 	{
 		fencing_survey_lease_slots(req, slots, &survey);
-		/* held as another kind or slot count: refused, not queued */
+
+		/*
+		 * Held as another kind or slot count: refused, not queued.  Only
+		 * judged here: a free name is made ours by the attempts, not
+		 * before queueing, where its rows would stay locked by a waiter
+		 * the head of the queue then waits for (40P01).
+		 */
 		if (survey.mismatch)
-			(void) define_name(req, res, false);
+			fencing_refuse_held_kind(req);
 		if (survey.own_slot < 0)
 			return false;
 		req->slot = survey.own_slot;
@@ -419,7 +425,7 @@ take_own(LeaseRequest *req, int32 slots, LeaseResult *res)
 	if (fencing_run_lease_statement(LEASE_TAKE_OWN, req, res) == 1)
 		return true;
 	if (res->row_seen && res->mismatch)
-		(void) define_name(req, res, false);
+		fencing_refuse_held_kind(req);
 	return false;
 }
 

@@ -1333,19 +1333,6 @@ lock_and_rewrite_kind(void *arg)
 	return true;
 }
 
-/* Is this row version the new one of an UPDATE (not a fresh insert)? */
-static bool
-row_is_update(TupleTableSlot *row)
-{
-	bool		should_free;
-	HeapTuple	tuple = ExecFetchSlotHeapTuple(row, false, &should_free);
-	bool		updated = (tuple->t_data->t_infomask & HEAP_UPDATED) != 0;
-
-	if (should_free)
-		heap_freetuple(tuple);
-	return updated;
-}
-
 /*
  * Make every row of the request's name of the kind and slot count the
  * request takes it as, before an acquire creates a row of the name, and
@@ -1416,12 +1403,12 @@ fencing_define_lease_name(const LeaseRequest *req, LeaseNameWriter *writer)
 		if (TransactionIdIsValid(dirty.xmin))
 		{
 			/*
-			 * Not committed: a new version, judged by the committed one,
-			 * which the scan also returns; or a fresh insert, which cannot
-			 * be judged until its transaction ends.
+			 * Not committed: a fresh insert, or a new version (a conversion
+			 * of a name that is still ours in its committed version, say),
+			 * which cannot be judged until its transaction ends.  A held
+			 * committed version, which the scan also returns, refuses.
 			 */
-			if (!row_is_update(row))
-				writer->xid = dirty.xmin;
+			writer->xid = dirty.xmin;
 			continue;
 		}
 		if (!free_now(row, kr.now))

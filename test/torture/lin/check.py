@@ -737,14 +737,18 @@ def main():
     # their COMMIT; a forced release, another acquire or a release still
     # running in another client locks rows too, so a NULL overlapping one
     # of them needs no holder.
+    # A purge (of every name; not in a name's own history) locks the free
+    # rows it deletes: a try-once overlapping one may meet such a row.
     writers = ('acquire', 'renew', 'release', 'check', 'force')
+    purges = [o for o in h.ops if o.kind == 'purge']
     for n, ops in parts.items():
         for o in ops:
             if (o.kind == 'acquire' and o.wait == 0 and o.outcome == 'ok'
                     and o.value is None and not o.null_excused):
                 o.null_excused = any(
-                    x is not o and x.w != o.w and x.kind in writers and
-                    x.inv < o.resp and o.inv < x.resp for x in ops)
+                    x is not o and x.w != o.w and
+                    (x.kind in writers or x.kind == 'purge') and
+                    x.inv < o.resp and o.inv < x.resp for x in ops + purges)
     # LF021 is never excused by a concurrent call: an acquire that finds a
     # row of another kind being written waits for that transaction and
     # judges the row afterwards (docs/leases.md, "One kind per name"; the
