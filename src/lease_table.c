@@ -1348,8 +1348,10 @@ lock_and_rewrite_kind(void *arg)
  * of another kind that cannot be judged yet, because another transaction
  * is inserting it, or writing or locking its free committed version (it
  * may be converting the name to the request's own kind, or taking it, or
- * rolling back), changes nothing: false, and *writer says what to wait
- * for before looking again, as a row lock would make the caller wait.
+ * rolling back), or has written an uncommitted version of another kind
+ * over a committed one of the request's kind (converting the name away),
+ * changes nothing: false, and *writer says what to wait for before
+ * looking again, as a row lock would make the caller wait.
  * Otherwise every such row is free: all are locked, without waiting, and
  * then rewritten, in a subtransaction that is undone if one of them
  * cannot be locked.  A concurrent acquire of one of them either locked it
@@ -1509,7 +1511,8 @@ fencing_wait_for_name_writer(const LeaseNameWriter *writer, int64 deadline)
  * Refuse (LF021) a call for a name that is held, or inside its lock delay,
  * as another kind or slot count than the request's: the election calls
  * that take no slot (proclaim, resign, leader, observe) check their name
- * so.  A free name may become anything, and is no election's yet.
+ * so, and a waiting acquire before it queues (lease.c, take_own).  A free
+ * name may become anything, and is no election's yet.
  */
 void
 fencing_refuse_held_kind(const LeaseRequest *req)
