@@ -41,7 +41,8 @@
  *	  clocks agree to better than the time between two promotions and a node
  *	  issues fewer than one token per microsecond on average since its band
  *	  entry: the earlier band's tokens then stay below the later band's
- *	  start.  Tokens stay below 2^53 (exact in JSON) until the year 2255.
+ *	  start.  Tokens stay below 2^53 (exact in JSON) until the year 2255,
+ *	  less any offset a band carries.
  *
  * 3. The clock floor (clock mode).  Between band entries the counter never
  *	  lags the wall clock plus the band's offset by more than
