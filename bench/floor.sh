@@ -15,6 +15,9 @@
 #           of plain_lease's shape (the least a durable lease cycle can
 #           write: one row version per call, one commit per call)
 #   rtt     two SELECT 1 (round trips and commits of nothing)
+#   floor_tok  (optional) the floor, its first UPDATE also drawing a
+#           token from a plain sequence (token = nextval(...)), on a table
+#           of its own: the floor of a lease cycle that hands out a token
 #   sem8    (optional, CONTENDERS) semaphore_acquire(name, holder, 8, ...)
 #           + lease_release, names out of POOL / 8
 #   claim, claim_plain  (optional) a job claimed (UPDATE ... SET state =
@@ -79,6 +82,9 @@ if [ "${1:-}" = "--inner" ]; then
 			CREATE TABLE floor_t (name text PRIMARY KEY, holder text NOT NULL,
 			  token bigint NOT NULL, expires_at timestamptz NOT NULL) WITH (fillfactor = 70);
 			INSERT INTO floor_t SELECT 'l' || g, 'init', g, clock_timestamp() FROM generate_series(1, $POOL) g;
+			CREATE TABLE floor_k (LIKE floor_t INCLUDING ALL) WITH (fillfactor = 70);
+			INSERT INTO floor_k SELECT * FROM floor_t;
+			CREATE SEQUENCE floor_seq;
 			INSERT INTO plain_lease.leases
 			  SELECT 'l' || g, 'init', nextval('plain_lease.token_seq'), clock_timestamp()
 			  FROM generate_series(1, $POOL) g;
@@ -132,6 +138,11 @@ if [ "${1:-}" = "--inner" ]; then
 			\set n random(1, :pool)
 			UPDATE floor_t SET holder = 'c' || :client_id, expires_at = clock_timestamp() + interval '1 minute' WHERE name = 'l' || :n;
 			UPDATE floor_t SET expires_at = clock_timestamp() WHERE name = 'l' || :n;
+		EOF
+		cat >"$S/floor_tok.sql" <<-'EOF'
+			\set n random(1, :pool)
+			UPDATE floor_k SET holder = 'c' || :client_id, token = nextval('floor_seq'), expires_at = clock_timestamp() + interval '1 minute' WHERE name = 'l' || :n;
+			UPDATE floor_k SET expires_at = clock_timestamp() WHERE name = 'l' || :n;
 		EOF
 		cat >"$S/rtt.sql" <<-'EOF'
 			SELECT 1;
